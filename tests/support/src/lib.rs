@@ -1,0 +1,400 @@
+//! Test support: one real kube-apiserver per test process, started on demand.
+//!
+//! The first call to [`TestEnv::get`] spawns `ccm-testenv` (kube-apiserver and
+//! embedded etcd built from `tests/testenv`, see `hack/build-testenv.sh`) and
+//! waits for its "ready" line. Every later call in the same process reuses it.
+//! The control plane is stopped when the process exits, including after
+//! panicking tests; if the process is killed outright, the kernel delivers
+//! SIGTERM to the control plane (`PR_SET_PDEATHSIG`).
+//!
+//! Clients are cheap and bound to the tokio runtime that created them, so each
+//! test makes its own with [`TestEnv::admin_client`] or
+//! [`TestEnv::service_account_client`]. Tests isolate themselves with
+//! [`unique_name`] and [`TestEnv::namespace`] so they can run in parallel.
+//!
+//! Set `CCM_TEST_KUBECONFIG` to run against an already running control plane
+//! (for example one started by `make testenv`) instead of starting one.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, anyhow, bail};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use serde::Deserialize;
+
+/// The "ready" line ccm-testenv prints on stdout.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReadyLine {
+    pub kubeconfig: PathBuf,
+    pub url: String,
+    pub data_dir: PathBuf,
+    pub pid: u32,
+}
+
+/// A running control plane.
+#[derive(Debug)]
+pub struct TestEnv {
+    kubeconfig: PathBuf,
+    url: String,
+    /// Present when this process started the control plane.
+    pid: Option<u32>,
+}
+
+static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
+static CHILD: Mutex<Option<Child>> = Mutex::new(None);
+
+impl TestEnv {
+    /// The process-wide control plane, started on first use.
+    ///
+    /// Panics with the reason if it cannot be started: every test that needs
+    /// it would fail anyway, and the message says what to do.
+    pub fn get() -> &'static TestEnv {
+        match ENV.get_or_init(|| Self::start().map_err(|e| format!("{e:#}"))) {
+            Ok(env) => env,
+            Err(e) => panic!("test control plane unavailable: {e}"),
+        }
+    }
+
+    fn start() -> anyhow::Result<TestEnv> {
+        if let Some(path) = std::env::var_os("CCM_TEST_KUBECONFIG") {
+            let path = PathBuf::from(path);
+            let kc = Kubeconfig::read_from(&path)
+                .with_context(|| format!("reading CCM_TEST_KUBECONFIG={}", path.display()))?;
+            let url = kc
+                .clusters
+                .first()
+                .and_then(|c| c.cluster.as_ref())
+                .and_then(|c| c.server.clone())
+                .ok_or_else(|| anyhow!("{} names no server", path.display()))?;
+            return Ok(TestEnv {
+                kubeconfig: path,
+                url,
+                pid: None,
+            });
+        }
+        let (child, ready) = spawn_testenv(&testenv_binary()?, &[])?;
+        *CHILD.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
+        Ok(TestEnv {
+            kubeconfig: ready.kubeconfig,
+            url: ready.url,
+            pid: Some(ready.pid),
+        })
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The control plane's pid, if this process started it.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Client configuration as the cluster admin (`system:masters`).
+    pub async fn admin_config(&self) -> anyhow::Result<Config> {
+        let kc = Kubeconfig::read_from(&self.kubeconfig)?;
+        Ok(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
+    }
+
+    /// A client as the cluster admin.
+    pub async fn admin_client(&self) -> anyhow::Result<Client> {
+        Ok(Client::try_from(self.admin_config().await?)?)
+    }
+
+    /// A client that authenticates as `system:serviceaccount:<ns>:<name>` with
+    /// a token from the TokenRequest API, so it has exactly the RBAC granted to
+    /// that ServiceAccount. The ServiceAccount is created if missing.
+    pub async fn service_account_client(&self, ns: &str, name: &str) -> anyhow::Result<Client> {
+        let admin = self.admin_client().await?;
+        let sas: Api<ServiceAccount> = Api::namespaced(admin, ns);
+        if sas.get_opt(name).await?.is_none() {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            sas.create(&PostParams::default(), &sa).await?;
+        }
+        let req = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![],
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = sas
+            .create_token_request(name, &PostParams::default(), &req)
+            .await
+            .with_context(|| format!("TokenRequest for {ns}/{name}"))?
+            .status
+            .ok_or_else(|| anyhow!("TokenRequest for {ns}/{name} returned no status"))?
+            .token;
+        let mut config = self.admin_config().await?;
+        config.auth_info = AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        Ok(Client::try_from(config)?)
+    }
+
+    /// Creates a namespace with a unique name. Namespaces are never deleted:
+    /// no namespace controller runs, so they would stay Terminating anyway.
+    pub async fn namespace(&self, client: &Client, prefix: &str) -> anyhow::Result<String> {
+        let name = unique_name(prefix);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        Ok(name)
+    }
+
+    /// Grants `rules` to a ServiceAccount through a new ClusterRole and binding.
+    pub async fn grant_cluster_role(
+        &self,
+        admin: &Client,
+        sa_ns: &str,
+        sa_name: &str,
+        rules: Vec<PolicyRule>,
+    ) -> anyhow::Result<String> {
+        let name = unique_name(sa_name);
+        let role = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            rules: Some(rules),
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(admin.clone())
+            .create(&PostParams::default(), &role)
+            .await?;
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: name.clone(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa_name.into(),
+                namespace: Some(sa_ns.into()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(admin.clone())
+            .create(&PostParams::default(), &binding)
+            .await?;
+        Ok(name)
+    }
+}
+
+/// A DNS-1123 name unique within this test run: prefix, process id, counter
+/// and clock, so parallel tests and parallel test binaries never collide.
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() % 1_000_000_000)
+        .unwrap_or_default();
+    let prefix: String = prefix
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(30)
+        .collect();
+    format!("{prefix}-{}-{n}-{micros}", std::process::id())
+}
+
+/// Where the ccm-testenv binary is: `$CCM_TESTENV_BIN`, else
+/// `target/testenv/bin/ccm-testenv` in the workspace (`make testenv-bin`).
+pub fn testenv_binary() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CCM_TESTENV_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = root.join("target/testenv/bin/ccm-testenv");
+    if !bin.exists() {
+        bail!(
+            "{} not found: run `make testenv-bin` (or hack/build-testenv.sh) first, or set CCM_TESTENV_BIN",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+/// Spawns ccm-testenv with `args` and waits for its ready line. Its stderr
+/// goes to a log file under `target/testenv/logs/`, named in any error.
+///
+/// The child gets SIGTERM if the thread that spawned it dies, so it is spawned
+/// from a thread that lives as long as the process.
+pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyLine)> {
+    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/testenv/logs");
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+    let log_path = log_dir.join(format!("{}.log", unique_name("ccm-testenv")));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    set_parent_death_signal(&mut cmd);
+    let mut child =
+        spawn_from_immortal_thread(cmd).with_context(|| format!("spawning {}", bin.display()))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next();
+        let _ = tx.send(first);
+        // Keep draining so the child never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let deadline = Duration::from_secs(
+        std::env::var("CCM_TESTENV_START_TIMEOUT_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(180),
+    );
+    let tail = |p: &Path| {
+        let s = std::fs::read_to_string(p).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    };
+    match rx.recv_timeout(deadline) {
+        Ok(Some(Ok(line))) => {
+            let ready: ReadyLine = serde_json::from_str(&line)
+                .with_context(|| format!("unexpected first line from ccm-testenv: {line}"))?;
+            Ok((child, ready))
+        }
+        Ok(_) => {
+            let status = child.wait()?;
+            bail!(
+                "ccm-testenv exited ({status}) before ready; log {}:\n{}",
+                log_path.display(),
+                tail(&log_path)
+            )
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "ccm-testenv not ready within {deadline:?}; log {}:\n{}",
+                log_path.display(),
+                tail(&log_path)
+            )
+        }
+    }
+}
+
+/// Sends SIGTERM and waits for the child to exit, returning its exit status.
+pub fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<std::process::ExitStatus> {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Ok(status);
+    }
+    let pid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
+    send_sigterm(pid);
+    let deadline = std::time::Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            child.kill()?;
+            return child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[allow(unsafe_code)]
+fn send_sigterm(pid: libc::pid_t) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+}
+
+#[allow(unsafe_code)]
+fn set_parent_death_signal(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// PR_SET_PDEATHSIG fires when the spawning *thread* exits. Test threads come
+/// and go, so children that must live as long as the process are spawned by
+/// one thread that never returns.
+fn spawn_from_immortal_thread(mut cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("ccm-testenv-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+                // The sender lives in a static, so this loop never ends.
+            })
+            .expect("spawning the spawner thread");
+        Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+    let sent = spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((std::mem::replace(&mut cmd, Command::new("")), reply_tx));
+    if sent.is_err() {
+        return Err(std::io::Error::other("spawner thread is gone"));
+    }
+    reply_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("spawner thread is gone"))?
+}
+
+// Runs from atexit, after the test harness returned: stdout may be gone, so
+// nothing here prints.
+#[allow(unsafe_code)]
+#[ctor::dtor]
+unsafe fn stop_control_plane_at_exit() {
+    let child = CHILD.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(mut child) = child {
+        let _ = terminate(&mut child, Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,318 @@
+// Command ccm-testenv runs a real kube-apiserver (k8s.io/kubernetes, same code
+// as the release binary) on top of an embedded etcd 3.6 in one process, bound
+// to 127.0.0.1, with RBAC on. It exists so that every test of this project
+// talks to a real control plane rather than a fake.
+//
+// Contract with callers (the Rust test support crate, the Makefile, humans):
+//
+//   - our own flags come first; everything after "--" is passed to the
+//     kube-apiserver verbatim (and may override our defaults);
+//   - when /readyz answers ok, exactly one JSON line is printed on stdout:
+//     {"event":"ready","kubeconfig":"…","url":"https://127.0.0.1:PORT",…};
+//   - all logs go to stderr; any start-up failure is one line
+//     "ccm-testenv: error: …" on stderr and exit code 1;
+//   - SIGTERM/SIGINT stop the apiserver gracefully, then etcd, then remove the
+//     state this process wrote (unless --keep) and exit 0.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/component-base/cli"
+
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+type options struct {
+	dataDir      string
+	port         int
+	keep         bool
+	readyTimeout time.Duration
+	etcdLog      string
+	apiserverV   int
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "ccm-testenv: error: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseOptions(args []string) (options, []string, error) {
+	var o options
+	fs := flag.NewFlagSet("ccm-testenv", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, `Usage: ccm-testenv [flags] [-- kube-apiserver flags]
+
+Runs etcd and kube-apiserver in one process on 127.0.0.1 and prints one JSON
+line on stdout once /readyz is ok. Stop it with SIGTERM or Ctrl-C.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory for etcd data, certificates, keys, tokens and the admin kubeconfig (default: a new temporary directory)")
+	fs.IntVar(&o.port, "port", 0, "secure port of the kube-apiserver on 127.0.0.1 (0: pick a free port)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the data directory's contents on exit (default: remove what this process wrote)")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 120*time.Second, "give up if /readyz is not ok within this time")
+	fs.StringVar(&o.etcdLog, "etcd-log-level", "error", "embedded etcd log level")
+	fs.IntVar(&o.apiserverV, "v", 0, "kube-apiserver log verbosity")
+	split := len(args)
+	for i, a := range args {
+		if a == "--" {
+			split = i
+			break
+		}
+	}
+	if err := fs.Parse(args[:split]); err != nil {
+		return o, nil, err
+	}
+	if fs.NArg() > 0 {
+		return o, nil, fmt.Errorf("unexpected argument %q (kube-apiserver flags go after \"--\")", fs.Arg(0))
+	}
+	var extra []string
+	if split < len(args) {
+		extra = args[split+1:]
+	}
+	if o.port < 0 || o.port > 65535 {
+		return o, nil, fmt.Errorf("--port %d is out of range", o.port)
+	}
+	return o, extra, nil
+}
+
+func run() error {
+	opts, extra, err := parseOptions(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		return err
+	}
+
+	dir, created, err := prepareDataDir(opts.dataDir)
+	if err != nil {
+		return err
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	// From here on the directory is ours; clean it up however we leave.
+	var st *state
+	cleanup := func() {
+		if st != nil && !opts.keep {
+			st.remove()
+		}
+		lock.release(opts.keep || !created)
+	}
+	defer cleanup()
+
+	apiPort, err := reservePort(opts.port)
+	if err != nil {
+		return err
+	}
+	etcdClientPort, err := reservePort(0)
+	if err != nil {
+		return err
+	}
+	etcdPeerPort, err := reservePort(0)
+	if err != nil {
+		return err
+	}
+
+	st, err = writeState(dir, apiPort)
+	if err != nil {
+		return err
+	}
+
+	etcd, err := startEtcd(dir, etcdClientPort, etcdPeerPort, opts.etcdLog)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		etcd.Close()
+		<-etcd.Server.StopNotify()
+	}()
+
+	// The apiserver's own signal handler turns SIGTERM/SIGINT into a graceful
+	// shutdown and makes cli.Run return. Until it has installed itself we
+	// must not die on a signal without cleaning up, so we also listen here.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	apiErr := make(chan int, 1)
+	go func() {
+		os.Args = append([]string{"kube-apiserver"}, apiserverFlags(st, etcdClientPort, apiPort, opts.apiserverV, extra)...)
+		apiErr <- cli.Run(app.NewAPIServerCommand())
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), opts.readyTimeout)
+	defer cancel()
+	readyErr := make(chan error, 1)
+	go func() { readyErr <- waitReady(ctx, st) }()
+
+	select {
+	case code := <-apiErr:
+		return fmt.Errorf("kube-apiserver exited with code %d before it was ready (see stderr above)", code)
+	case err := <-readyErr:
+		if err != nil {
+			return fmt.Errorf("kube-apiserver not ready: %w", err)
+		}
+	case s := <-sigs:
+		// Not ready yet, so the apiserver may not have its own handler in
+		// place: do not wait for it. Deferred cleanup stops etcd and removes
+		// our state; the half-started apiserver dies with the process.
+		fmt.Fprintf(os.Stderr, "ccm-testenv: stopped by %v before ready\n", s)
+		return nil
+	}
+
+	line, _ := json.Marshal(map[string]any{
+		"event":      "ready",
+		"kubeconfig": st.kubeconfig,
+		"url":        st.url,
+		"data_dir":   dir,
+		"pid":        os.Getpid(),
+		"token_file": st.tokens,
+		"ca_file":    st.caCert,
+	})
+	fmt.Println(string(line))
+
+	code := <-apiErr
+	if code != 0 {
+		return fmt.Errorf("kube-apiserver exited with code %d", code)
+	}
+	return nil
+}
+
+func apiserverFlags(st *state, etcdPort, apiPort, verbosity int, extra []string) []string {
+	flags := []string{
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdPort),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + st.servingCert,
+		"--tls-private-key-file=" + st.servingKey,
+		"--cert-dir=" + st.certDir,
+		"--client-ca-file=" + st.caCert,
+		"--token-auth-file=" + st.tokens,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + st.saPub,
+		"--service-account-signing-key-file=" + st.saKey,
+		"--authorization-mode=Node,RBAC",
+		"--anonymous-auth=false",
+		// No ServiceAccount controller runs here, so the admission plugin
+		// would reject every Pod for lack of a default ServiceAccount.
+		"--disable-admission-plugins=ServiceAccount",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		// The endpoint reconciler would keep publishing 127.0.0.1 as the
+		// kubernetes Service endpoint; upstream's test server disables it too.
+		"--endpoint-reconciler-type=none",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--v=" + strconv.Itoa(verbosity),
+	}
+	return append(flags, extra...)
+}
+
+// waitReady polls /readyz with the admin token until it answers 200.
+func waitReady(ctx context.Context, st *state) error {
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(st.caCert)
+	if err != nil {
+		return err
+	}
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+	}
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.url+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+st.adminToken)
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last answer: %s)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func startEtcd(dir string, clientPort, peerPort int, logLevel string) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "ccm-testenv"
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.UnsafeNoFsync = true // test data only; as k8s.io/apiserver's own test server does
+	client := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(clientPort)}
+	peer := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(peerPort)}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.WatchProgressNotifyInterval = 5 * time.Second
+	cfg.LogLevel = logLevel
+	cfg.LogOutputs = []string{"stderr"}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, errors.New("embedded etcd not ready after 60s")
+	}
+}
+
+// reservePort checks that 127.0.0.1:port can be bound (or finds a free one
+// for port 0) and releases it again for the real listener.
+func reservePort(port int) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return 0, fmt.Errorf("port 127.0.0.1:%d is already in use", port)
+		}
+		return 0, fmt.Errorf("cannot listen on 127.0.0.1:%d: %w", port, err)
+	}
+	p := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
