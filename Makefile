@@ -20,11 +20,16 @@ testenv: testenv-bin ## Start a local control plane and print how to use it (Ctr
 	@hack/testenv.sh
 
 .PHONY: lint
-lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet.
+lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf lint/format/breaking.
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cd tests/testenv && $(GO_ENV) go vet ./...
+	hack/buf.sh
 
 .PHONY: test
 test: lint ## Lint, then run every test against a real kube-apiserver.
 	$(CARGO) test --workspace --locked --no-fail-fast
+
+.PHONY: bench
+bench: ## Benchmarks (not part of make test): provider RPC latency over a Unix socket.
+	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip

@@ -1,0 +1,1 @@
+//! Provider conformance suite: being written.

@@ -1,0 +1,365 @@
+//! The one place where contract errors are built (provider side) and read
+//! back (controller side). Every error carries a gRPC code and, for the
+//! contract's own failures, a `google.rpc.ErrorInfo` with a reason from
+//! [`ErrorReason`]; see `proto/ccmrs/cloudprovider/v1/errors.proto`.
+
+use std::fmt;
+use std::time::Duration;
+
+use ccm_proto::v1::{ERROR_DOMAIN, ErrorReason};
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
+
+/// What a caller may assume about an operation that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The operation did not happen (or happened and failed); retrying it is
+    /// a new attempt.
+    Final,
+    /// The operation may still be running or may have completed: the
+    /// transport failed, the deadline passed, or the provider asked to come
+    /// back. Retry the *same* request; never conclude anything from it.
+    Unknown,
+}
+
+/// An error of the provider contract.
+///
+/// Providers return it from their trait methods (build it with the
+/// constructors, e.g. [`ProviderError::instance_not_found`]); the client
+/// returns it for every non-OK answer, parsed back from the gRPC status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderError {
+    code: Code,
+    reason: Option<ErrorReason>,
+    message: String,
+    retry_after: Option<Duration>,
+    field_violations: Vec<(String, String)>,
+}
+
+impl ProviderError {
+    fn new(code: Code, reason: Option<ErrorReason>, message: impl Into<String>) -> Self {
+        ProviderError {
+            code,
+            reason,
+            message: message.into(),
+            retry_after: None,
+            field_violations: Vec::new(),
+        }
+    }
+
+    fn with_field(mut self, field: impl Into<String>, description: impl Into<String>) -> Self {
+        self.field_violations
+            .push((field.into(), description.into()));
+        self
+    }
+
+    /// The node's instance does not exist (`NOT_FOUND`).
+    pub fn instance_not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, Some(ErrorReason::InstanceNotFound), message)
+    }
+
+    /// Not done yet; the controller calls again after exactly `delay`
+    /// (`UNAVAILABLE` with `RetryInfo`).
+    pub fn retry_after(message: impl Into<String>, delay: Duration) -> Self {
+        let mut e = Self::new(Code::Unavailable, Some(ErrorReason::RetryAfter), message);
+        e.retry_after = Some(delay);
+        e
+    }
+
+    /// The Service's spec cannot be realised; `field` is a path such as
+    /// `spec.ports[0].protocol` (`INVALID_ARGUMENT`).
+    pub fn invalid_service_spec(field: impl Into<String>, description: impl Into<String>) -> Self {
+        let description = description.into();
+        let field = field.into();
+        Self::new(
+            Code::InvalidArgument,
+            Some(ErrorReason::InvalidServiceSpec),
+            format!("{field}: {description}"),
+        )
+        .with_field(field, description)
+    }
+
+    /// An annotation has a value the provider cannot use (`INVALID_ARGUMENT`).
+    pub fn invalid_annotation(key: &str, description: impl Into<String>) -> Self {
+        let description = description.into();
+        let field = format!("metadata.annotations[{key}]");
+        Self::new(
+            Code::InvalidArgument,
+            Some(ErrorReason::InvalidAnnotation),
+            format!("annotation {key}: {description}"),
+        )
+        .with_field(field, description)
+    }
+
+    /// A cloud quota or capacity limit was hit (`RESOURCE_EXHAUSTED`).
+    pub fn quota_exceeded(message: impl Into<String>) -> Self {
+        Self::new(
+            Code::ResourceExhausted,
+            Some(ErrorReason::QuotaExceeded),
+            message,
+        )
+    }
+
+    /// A cloud resource exists and belongs to something else
+    /// (`ALREADY_EXISTS`).
+    pub fn conflicting_resource(message: impl Into<String>) -> Self {
+        Self::new(
+            Code::AlreadyExists,
+            Some(ErrorReason::ConflictingResource),
+            message,
+        )
+    }
+
+    /// Another operation on the same key is in progress (`ABORTED`).
+    pub fn operation_pending(message: impl Into<String>) -> Self {
+        Self::new(Code::Aborted, Some(ErrorReason::OperationPending), message)
+    }
+
+    /// The cloud API is unreachable or throttling (`UNAVAILABLE`), with an
+    /// optional hint when to retry.
+    pub fn cloud_unavailable(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        let mut e = Self::new(
+            Code::Unavailable,
+            Some(ErrorReason::CloudUnavailable),
+            message,
+        );
+        e.retry_after = retry_after;
+        e
+    }
+
+    /// The provider's own cloud credentials are unusable
+    /// (`PERMISSION_DENIED`).
+    pub fn credentials_invalid(message: impl Into<String>) -> Self {
+        Self::new(
+            Code::PermissionDenied,
+            Some(ErrorReason::CredentialsInvalid),
+            message,
+        )
+    }
+
+    /// The request breaks the contract; `field` names the offending field
+    /// (`INVALID_ARGUMENT`).
+    pub fn invalid_request(field: impl Into<String>, description: impl Into<String>) -> Self {
+        let field = field.into();
+        let description = description.into();
+        Self::new(
+            Code::InvalidArgument,
+            Some(ErrorReason::InvalidRequest),
+            format!("{field}: {description}"),
+        )
+        .with_field(field, description)
+    }
+
+    /// A provider bug or an unexpected cloud answer (`INTERNAL`).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(Code::Internal, None, message)
+    }
+
+    /// The method is not implemented (`UNIMPLEMENTED`).
+    pub fn unimplemented(message: impl Into<String>) -> Self {
+        Self::new(Code::Unimplemented, None, message)
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The contract reason, if the error carried a known one.
+    pub fn reason(&self) -> Option<ErrorReason> {
+        self.reason
+    }
+
+    /// The human-readable message, without any gRPC framing: safe to show in
+    /// Events.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The delay the provider asked for (`RetryInfo`), if any.
+    pub fn retry_after_delay(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// `(field, description)` pairs from `BadRequest`.
+    pub fn field_violations(&self) -> &[(String, String)] {
+        &self.field_violations
+    }
+
+    /// Whether the operation may have happened; see [`Outcome`].
+    pub fn outcome(&self) -> Outcome {
+        match self.code {
+            Code::Cancelled | Code::DeadlineExceeded | Code::Unavailable | Code::Aborted => {
+                Outcome::Unknown
+            }
+            Code::Unknown if self.reason.is_none() => Outcome::Unknown,
+            _ => Outcome::Final,
+        }
+    }
+
+    /// Encodes the error as a gRPC status with `ErrorInfo`, `RetryInfo` and
+    /// `BadRequest` details as the contract prescribes.
+    pub fn to_status(&self) -> Status {
+        let mut details = ErrorDetails::new();
+        if let Some(reason) = self.reason {
+            details.set_error_info(
+                reason_str(reason),
+                ERROR_DOMAIN,
+                std::collections::HashMap::<String, String>::new(),
+            );
+        }
+        if self.retry_after.is_some() {
+            details.set_retry_info(self.retry_after);
+        }
+        if !self.field_violations.is_empty() {
+            details.set_bad_request(
+                self.field_violations
+                    .iter()
+                    .map(|(f, d)| FieldViolation::new(f.clone(), d.clone()))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        Status::with_error_details(self.code, self.message.clone(), details)
+    }
+
+    /// Reads a gRPC status back into an error. Unknown reasons and foreign
+    /// domains keep only the code, so callers fall back to it.
+    pub fn from_status(status: &Status) -> Self {
+        let details = status.get_error_details();
+        let reason = details
+            .error_info()
+            .filter(|info| info.domain == ERROR_DOMAIN)
+            .and_then(|info| parse_reason(&info.reason));
+        ProviderError {
+            code: status.code(),
+            reason,
+            message: status.message().to_owned(),
+            retry_after: details.retry_info().and_then(|r| r.retry_delay),
+            field_violations: details
+                .bad_request()
+                .map(|b| {
+                    b.field_violations
+                        .iter()
+                        .map(|v| (v.field.clone(), v.description.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Only the message: this text ends up in Events, where gRPC framing
+        // ("rpc error: code = ... desc = ...") is noise.
+        if self.message.is_empty() {
+            write!(f, "{:?}", self.code)
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl From<ProviderError> for Status {
+    fn from(e: ProviderError) -> Status {
+        e.to_status()
+    }
+}
+
+/// The wire form of a reason: the enum value name without `ERROR_REASON_`.
+pub fn reason_str(reason: ErrorReason) -> &'static str {
+    reason
+        .as_str_name()
+        .strip_prefix("ERROR_REASON_")
+        .unwrap_or("UNSPECIFIED")
+}
+
+fn parse_reason(s: &str) -> Option<ErrorReason> {
+    ErrorReason::from_str_name(&format!("ERROR_REASON_{s}"))
+        .filter(|r| *r != ErrorReason::Unspecified)
+}
+
+/// Result type of provider trait methods.
+pub type ProviderResult<T> = Result<T, ProviderError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_constructor_round_trips_through_a_grpc_status() {
+        let cases = [
+            ProviderError::instance_not_found("i-1 is gone"),
+            ProviderError::retry_after("provisioning", Duration::from_millis(1500)),
+            ProviderError::invalid_service_spec("spec.ports[0].protocol", "SCTP unsupported"),
+            ProviderError::invalid_annotation("example.com/lb-type", "must be nlb or alb"),
+            ProviderError::quota_exceeded("no more LBs"),
+            ProviderError::conflicting_resource("cidr routed elsewhere"),
+            ProviderError::operation_pending("busy"),
+            ProviderError::cloud_unavailable("throttled", Some(Duration::from_secs(2))),
+            ProviderError::credentials_invalid("expired"),
+            ProviderError::invalid_request("node.name", "is required"),
+            ProviderError::internal("bug"),
+        ];
+        for e in cases {
+            let back = ProviderError::from_status(&e.to_status());
+            assert_eq!(back, e);
+        }
+    }
+
+    #[test]
+    fn reasons_use_the_documented_wire_names() {
+        assert_eq!(
+            reason_str(ErrorReason::InstanceNotFound),
+            "INSTANCE_NOT_FOUND"
+        );
+        assert_eq!(reason_str(ErrorReason::RetryAfter), "RETRY_AFTER");
+        assert_eq!(
+            parse_reason("CLOUD_UNAVAILABLE"),
+            Some(ErrorReason::CloudUnavailable)
+        );
+        assert_eq!(parse_reason("UNSPECIFIED"), None);
+        assert_eq!(parse_reason("SOMETHING_NEW"), None);
+    }
+
+    #[test]
+    fn foreign_domains_keep_only_the_code() {
+        let mut d = ErrorDetails::new();
+        d.set_error_info(
+            "INSTANCE_NOT_FOUND",
+            "example.com",
+            std::collections::HashMap::<String, String>::new(),
+        );
+        let s = Status::with_error_details(Code::NotFound, "x", d);
+        let e = ProviderError::from_status(&s);
+        assert_eq!(e.code(), Code::NotFound);
+        assert_eq!(e.reason(), None);
+    }
+
+    #[test]
+    fn transport_and_deadline_failures_have_unknown_outcome() {
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Cancelled,
+            Code::Aborted,
+        ] {
+            assert_eq!(
+                ProviderError::from_status(&Status::new(code, "")).outcome(),
+                Outcome::Unknown
+            );
+        }
+        assert_eq!(ProviderError::internal("x").outcome(), Outcome::Final);
+        assert_eq!(
+            ProviderError::invalid_request("a", "b").outcome(),
+            Outcome::Final
+        );
+    }
+
+    #[test]
+    fn display_is_the_bare_message() {
+        let e = ProviderError::from_status(&Status::new(Code::Internal, "boom"));
+        assert_eq!(e.to_string(), "boom");
+    }
+}

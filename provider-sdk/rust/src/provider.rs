@@ -1,0 +1,321 @@
+//! The traits a provider implements: one per contract service. Only
+//! [`Identity`] is required; every other service is opted into by handing an
+//! implementation to [`crate::ProviderServer`], which also derives the
+//! advertised capabilities from what was handed over.
+//!
+//! Requests are validated by the SDK before a method is called (REQUIRED
+//! fields present, enums known, IPs and CIDRs parse), so implementations can
+//! rely on them. Methods receive a [`CallContext`] with the controller's
+//! request id and deadline; the future is dropped when the caller gives up.
+
+use std::future::Future;
+use std::time::Instant;
+
+use crate::ProviderResult;
+use crate::proto::{
+    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Warning, Zone,
+};
+
+/// Per-call information from the SDK.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// The controller's `x-ccm-request-id`, or a generated one.
+    pub request_id: String,
+    /// When the caller stops waiting, if it said.
+    pub deadline: Option<Instant>,
+}
+
+/// Who the provider is (`GetProviderInfo`).
+#[derive(Debug, Clone, Default)]
+pub struct ProviderInfo {
+    /// DNS-1123 label, at most 63 characters.
+    pub name: String,
+    pub vendor_version: String,
+    /// The providerID scheme, the part before `://`.
+    pub provider_id_scheme: String,
+    /// Whether resources are scoped by cluster name; `None` means true.
+    pub has_cluster_id: Option<bool>,
+    /// Diagnostics only; no secrets.
+    pub manifest: std::collections::BTreeMap<String, String>,
+}
+
+/// A provider's readiness (`Probe`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Still initialising; expects to become ready.
+    Starting(String),
+    /// Cannot serve (for example invalid credentials); the message says why.
+    NotReady(String),
+}
+
+/// Required: identity, optional annotation schema, readiness.
+pub trait Identity: Send + Sync + 'static {
+    fn info(&self) -> ProviderInfo;
+
+    /// The Service annotations the provider understands.
+    fn annotation_schema(&self) -> AnnotationSchema {
+        AnnotationSchema::default()
+    }
+
+    /// Cheap readiness check; called often.
+    fn probe(&self, ctx: CallContext) -> impl Future<Output = ProviderResult<Readiness>> + Send {
+        let _ = ctx;
+        async { Ok(Readiness::Ready) }
+    }
+}
+
+/// Whether an instance exists. No "unspecified": a Rust provider cannot
+/// answer the ambiguous zero value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existence {
+    Exists,
+    /// The cloud positively knows the instance is gone: the Node is deleted.
+    NotExists,
+}
+
+/// Whether an instance is shut down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownState {
+    Running,
+    ShutDown,
+}
+
+/// `InstancesService` (InstancesV2 semantics). Prefer `node.provider_id`;
+/// fall back to name, labels or annotations when it is empty.
+pub trait Instances: Send + Sync + 'static {
+    fn instance_exists(
+        &self,
+        ctx: CallContext,
+        node: NodeRef,
+    ) -> impl Future<Output = ProviderResult<Existence>> + Send;
+
+    /// An unknown instance is [`crate::ProviderError::instance_not_found`].
+    fn instance_shutdown(
+        &self,
+        ctx: CallContext,
+        node: NodeRef,
+    ) -> impl Future<Output = ProviderResult<ShutdownState>> + Send;
+
+    /// An unknown instance is [`crate::ProviderError::instance_not_found`].
+    fn instance_metadata(
+        &self,
+        ctx: CallContext,
+        node: NodeRef,
+    ) -> impl Future<Output = ProviderResult<InstanceMetadata>> + Send;
+}
+
+/// A load balancer mutation's result: done, or handled by another controller.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LbOutcome<T> {
+    Done(T),
+    /// `cloudprovider.ImplementedElsewhere`; the message is for humans.
+    ImplementedElsewhere(String),
+}
+
+/// A load balancer mutation's answer with the warnings to show the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LbAnswer<T> {
+    pub outcome: LbOutcome<T>,
+    pub warnings: Vec<Warning>,
+}
+
+impl<T> LbAnswer<T> {
+    pub fn done(value: T) -> Self {
+        LbAnswer {
+            outcome: LbOutcome::Done(value),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn implemented_elsewhere(message: impl Into<String>) -> Self {
+        LbAnswer {
+            outcome: LbOutcome::ImplementedElsewhere(message.into()),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn warn(mut self, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        self.warnings.push(Warning {
+            reason: reason.into(),
+            message: message.into(),
+        });
+        self
+    }
+}
+
+/// A load balancer in a listing (`ListLoadBalancers`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadBalancerEntry {
+    pub name: String,
+    pub service_uid: String,
+    pub service_namespace: String,
+    pub service_name: String,
+    pub status: Option<LoadBalancerStatus>,
+}
+
+/// `LoadBalancerService`. The idempotency key of every mutation is
+/// `(cluster_name, service.uid)`.
+pub trait LoadBalancers: Send + Sync + 'static {
+    /// `None` when no load balancer exists for the Service.
+    fn get_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> impl Future<Output = ProviderResult<Option<LoadBalancerStatus>>> + Send;
+
+    /// Must be a pure function of cluster name, Service uid and annotations.
+    /// The default is [`default_load_balancer_name`].
+    fn get_load_balancer_name(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> impl Future<Output = ProviderResult<String>> + Send {
+        let _ = ctx;
+        async move { Ok(default_load_balancer_name(&cluster_name, &service.uid)) }
+    }
+
+    fn ensure_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<NodeRef>,
+    ) -> impl Future<Output = ProviderResult<LbAnswer<LoadBalancerStatus>>> + Send;
+
+    fn update_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<NodeRef>,
+    ) -> impl Future<Output = ProviderResult<LbAnswer<()>>> + Send;
+
+    /// Succeeds when nothing exists. Returns warnings only.
+    fn ensure_load_balancer_deleted(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> impl Future<Output = ProviderResult<Vec<Warning>>> + Send;
+
+    /// Every load balancer created for `cluster_name`. Return `None` (the
+    /// default) if listing is not supported; the SDK then does not advertise
+    /// `CAPABILITY_LIST_LOAD_BALANCERS`. The SDK paginates the answer.
+    fn list_load_balancers(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+    ) -> impl Future<Output = ProviderResult<Vec<LoadBalancerEntry>>> + Send {
+        let _ = (ctx, cluster_name);
+        async { Err(crate::ProviderError::unimplemented("ListLoadBalancers")) }
+    }
+
+    /// Whether [`LoadBalancers::list_load_balancers`] is implemented.
+    fn supports_listing(&self) -> bool {
+        false
+    }
+}
+
+/// The default load balancer name: `"a"` + the Service uid without dashes,
+/// at most 32 characters, as upstream's `cloudprovider.DefaultLoadBalancerName`.
+/// Providers that want cluster-scoped names use
+/// [`cluster_scoped_load_balancer_name`].
+pub fn default_load_balancer_name(_cluster_name: &str, service_uid: &str) -> String {
+    let mut name: String = std::iter::once('a')
+        .chain(service_uid.chars().filter(|c| *c != '-'))
+        .collect();
+    name.truncate(32);
+    name
+}
+
+/// A name that two clusters never share: cluster name (sanitised, at most 20
+/// characters) + `-` + the Service uid without dashes, at most 63
+/// characters.
+pub fn cluster_scoped_load_balancer_name(cluster_name: &str, service_uid: &str) -> String {
+    let cluster: String = cluster_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(20)
+        .collect();
+    let mut name = format!(
+        "{cluster}-{}",
+        service_uid
+            .chars()
+            .filter(|c| *c != '-')
+            .collect::<String>()
+    );
+    name.truncate(63);
+    name
+}
+
+/// `RoutesService`. The idempotency key is `(cluster_name, destination_cidr)`.
+pub trait Routes: Send + Sync + 'static {
+    /// Every route of `cluster_name`; the SDK paginates the answer.
+    fn list_routes(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+    ) -> impl Future<Output = ProviderResult<Vec<Route>>> + Send;
+
+    /// Succeeds when an identical route exists;
+    /// [`crate::ProviderError::conflicting_resource`] when the destination is
+    /// routed elsewhere. Returns the route as created (with its name).
+    fn create_route(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        name_hint: String,
+        route: Route,
+    ) -> impl Future<Output = ProviderResult<Route>> + Send;
+
+    /// Succeeds when the route does not exist.
+    fn delete_route(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        route: Route,
+    ) -> impl Future<Output = ProviderResult<()>> + Send;
+
+    /// Whether routes use `target_node_addresses`.
+    fn uses_target_node_addresses(&self) -> bool {
+        false
+    }
+}
+
+/// `ZonesService` (optional, legacy).
+pub trait Zones: Send + Sync + 'static {
+    fn zone_by_provider_id(
+        &self,
+        ctx: CallContext,
+        provider_id: String,
+    ) -> impl Future<Output = ProviderResult<Zone>> + Send;
+
+    fn zone_by_node_name(
+        &self,
+        ctx: CallContext,
+        node_name: String,
+    ) -> impl Future<Output = ProviderResult<Zone>> + Send;
+}
+
+/// `ClustersService` (optional, diagnostics).
+pub trait Clusters: Send + Sync + 'static {
+    fn list_clusters(
+        &self,
+        ctx: CallContext,
+    ) -> impl Future<Output = ProviderResult<Vec<String>>> + Send;
+
+    fn master(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+    ) -> impl Future<Output = ProviderResult<String>> + Send;
+}

@@ -1,0 +1,1 @@
+//! In-memory fake cloud: being written.
