@@ -1,4 +1,4 @@
-# The two commands a newcomer needs are `make test` and (for now) `make testenv`.
+# The two commands a newcomer needs are `make demo` and `make test`.
 # Everything they need is installed or built by the targets below.
 
 SHELL := /bin/bash
@@ -15,6 +15,11 @@ help: ## List the targets.
 testenv-bin: ## Build (or reuse from cache) the test kube-apiserver and kubectl.
 	@hack/build-testenv.sh
 
+.PHONY: demo
+demo: testenv-bin ## The main job: control plane + fake provider + controller; nodes get initialised.
+	$(CARGO) build --locked -p cloud-controller-manager -p ccm-fake-provider
+	hack/demo.sh
+
 .PHONY: testenv
 testenv: testenv-bin ## Start a local control plane and print how to use it (Ctrl-C stops it).
 	@hack/testenv.sh
@@ -27,8 +32,15 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 	hack/buf.sh
 
 .PHONY: test
-test: lint ## Lint, then run every test against a real kube-apiserver.
+test: lint ## Lint, then run every test against a real kube-apiserver, then the demo.
 	$(CARGO) test --workspace --locked --no-fail-fast
+	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory demo
+
+.PHONY: conformance
+conformance: ## The provider-conformance CLI against the fake-provider binary.
+	$(CARGO) build --locked -p ccm-fake-provider -p ccm-provider-conformance
+	hack/conformance.sh
 
 .PHONY: bench
 bench: ## Benchmarks (not part of make test): provider RPC latency over a Unix socket.

@@ -34,6 +34,10 @@ pub struct ClientOptions {
     pub max_message_bytes: usize,
     /// Page size asked of list RPCs.
     pub page_size: i32,
+    /// Most calls in flight on the connection; `None` for no limit.
+    pub max_concurrency: Option<usize>,
+    /// Told about every call (method, code, duration).
+    pub observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl Default for ClientOptions {
@@ -44,6 +48,8 @@ impl Default for ClientOptions {
             mutation_timeout: Duration::from_secs(300),
             max_message_bytes: MAX_MESSAGE_BYTES,
             page_size: 500,
+            max_concurrency: None,
+            observer: None,
         }
     }
 }
@@ -84,6 +90,19 @@ impl ClientError {
             ClientError::Provider(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+/// Receives one observation per provider call, for metrics.
+pub trait CallObserver: Send + Sync {
+    /// `method` is the RPC name (`"InstanceExists"`), `code` the gRPC code
+    /// of the answer (`Ok` on success).
+    fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration);
+}
+
+impl std::fmt::Debug for dyn CallObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallObserver")
     }
 }
 
@@ -135,18 +154,21 @@ impl ProviderClient {
         let counter = connections.clone();
         // The URI only sets :authority, which is "localhost" as the contract
         // prescribes for Unix sockets.
-        let channel = Endpoint::from_static("http://localhost")
-            .connect_timeout(opts.identity_timeout)
-            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                let counter = counter.clone();
-                async move {
-                    check_socket_permissions(&path)?;
-                    let stream = tokio::net::UnixStream::connect(&path).await?;
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    Ok::<_, std::io::Error>(TokioIo::new(stream))
-                }
-            }));
+        let mut endpoint =
+            Endpoint::from_static("http://localhost").connect_timeout(opts.identity_timeout);
+        if let Some(n) = opts.max_concurrency {
+            endpoint = endpoint.concurrency_limit(n);
+        }
+        let channel = endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            let counter = counter.clone();
+            async move {
+                check_socket_permissions(&path)?;
+                let stream = tokio::net::UnixStream::connect(&path).await?;
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }));
         Ok(ProviderClient {
             channel,
             connections,
@@ -183,6 +205,23 @@ impl ProviderClient {
             req.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
         }
         req
+    }
+
+    /// Awaits one RPC, reports it to the observer, and unwraps the answer.
+    async fn observed<T>(
+        &self,
+        method: &'static str,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, ClientError> {
+        let started = std::time::Instant::now();
+        let result = call.await;
+        if let Some(o) = &self.opts.observer {
+            let code = result
+                .as_ref()
+                .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+            o.observe(method, code, started.elapsed());
+        }
+        Ok(result?.into_inner())
     }
 
     fn identity(&self) -> identity_service_client::IdentityServiceClient<Channel> {
@@ -222,21 +261,24 @@ impl ProviderClient {
         }
         let t = self.opts.identity_timeout;
         let info = self
-            .identity()
-            .get_provider_info(self.request(GetProviderInfoRequest {}, t))
-            .await?
-            .into_inner();
+            .observed(
+                "GetProviderInfo",
+                self.identity()
+                    .get_provider_info(self.request(GetProviderInfoRequest {}, t)),
+            )
+            .await?;
         check_info(&info).map_err(invalid("GetProviderInfo"))?;
         let caps = self
-            .identity()
-            .get_provider_capabilities(self.request(
-                GetProviderCapabilitiesRequest {
-                    controller_version: env!("CARGO_PKG_VERSION").to_owned(),
-                },
-                t,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "GetProviderCapabilities",
+                self.identity().get_provider_capabilities(self.request(
+                    GetProviderCapabilitiesRequest {
+                        controller_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    },
+                    t,
+                )),
+            )
+            .await?;
         let capabilities = caps
             .capabilities
             .iter()
@@ -272,10 +314,12 @@ impl ProviderClient {
 
     pub async fn probe(&self) -> Result<Readiness, ClientError> {
         let r = self
-            .identity()
-            .probe(self.request(ProbeRequest {}, self.opts.identity_timeout))
-            .await?
-            .into_inner();
+            .observed(
+                "Probe",
+                self.identity()
+                    .probe(self.request(ProbeRequest {}, self.opts.identity_timeout)),
+            )
+            .await?;
         match ProbeState::try_from(r.state) {
             Ok(ProbeState::Ready) => Ok(Readiness::Ready),
             Ok(ProbeState::Starting) => Ok(Readiness::Starting(r.message)),
@@ -292,13 +336,14 @@ impl ProviderClient {
     pub async fn instance_exists(&self, node: NodeRef) -> Result<Existence, ClientError> {
         self.require(Capability::Instances).await?;
         let r = self
-            .instances()
-            .instance_exists(self.request(
-                InstanceExistsRequest { node: Some(node) },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "InstanceExists",
+                self.instances().instance_exists(self.request(
+                    InstanceExistsRequest { node: Some(node) },
+                    self.opts.read_timeout,
+                )),
+            )
+            .await?;
         match validate::known_enum::<InstanceExistence>("existence", r.existence)
             .map_err(invalid("InstanceExists"))?
         {
@@ -311,13 +356,14 @@ impl ProviderClient {
     pub async fn instance_shutdown(&self, node: NodeRef) -> Result<ShutdownState, ClientError> {
         self.require(Capability::Instances).await?;
         let r = self
-            .instances()
-            .instance_shutdown(self.request(
-                InstanceShutdownRequest { node: Some(node) },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "InstanceShutdown",
+                self.instances().instance_shutdown(self.request(
+                    InstanceShutdownRequest { node: Some(node) },
+                    self.opts.read_timeout,
+                )),
+            )
+            .await?;
         match validate::known_enum::<InstanceShutdownState>("state", r.state)
             .map_err(invalid("InstanceShutdown"))?
         {
@@ -330,13 +376,14 @@ impl ProviderClient {
     pub async fn instance_metadata(&self, node: NodeRef) -> Result<InstanceMetadata, ClientError> {
         self.require(Capability::Instances).await?;
         let r = self
-            .instances()
-            .instance_metadata(self.request(
-                InstanceMetadataRequest { node: Some(node) },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "InstanceMetadata",
+                self.instances().instance_metadata(self.request(
+                    InstanceMetadataRequest { node: Some(node) },
+                    self.opts.read_timeout,
+                )),
+            )
+            .await?;
         let m = validate::required("metadata", &r.metadata)
             .map_err(invalid("InstanceMetadata"))?
             .clone();
@@ -352,16 +399,17 @@ impl ProviderClient {
     ) -> Result<Option<LoadBalancerStatus>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
         let r = self
-            .lbs()
-            .get_load_balancer(self.request(
-                GetLoadBalancerRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    service: Some(service),
-                },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "GetLoadBalancer",
+                self.lbs().get_load_balancer(self.request(
+                    GetLoadBalancerRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        service: Some(service),
+                    },
+                    self.opts.read_timeout,
+                )),
+            )
+            .await?;
         let check = invalid("GetLoadBalancer");
         match validate::known_enum::<LoadBalancerExistence>("existence", r.existence)
             .map_err(&check)?
@@ -383,16 +431,17 @@ impl ProviderClient {
     ) -> Result<String, ClientError> {
         self.require(Capability::LoadBalancers).await?;
         let r = self
-            .lbs()
-            .get_load_balancer_name(self.request(
-                GetLoadBalancerNameRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    service: Some(service),
-                },
-                self.opts.identity_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "GetLoadBalancerName",
+                self.lbs().get_load_balancer_name(self.request(
+                    GetLoadBalancerNameRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        service: Some(service),
+                    },
+                    self.opts.identity_timeout,
+                )),
+            )
+            .await?;
         validate::name("name", &r.name).map_err(invalid("GetLoadBalancerName"))?;
         Ok(r.name)
     }
@@ -405,17 +454,18 @@ impl ProviderClient {
     ) -> Result<LbAnswer<LoadBalancerStatus>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
         let r = self
-            .lbs()
-            .ensure_load_balancer(self.request(
-                EnsureLoadBalancerRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    service: Some(service),
-                    nodes,
-                },
-                self.opts.mutation_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "EnsureLoadBalancer",
+                self.lbs().ensure_load_balancer(self.request(
+                    EnsureLoadBalancerRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        service: Some(service),
+                        nodes,
+                    },
+                    self.opts.mutation_timeout,
+                )),
+            )
+            .await?;
         let check = invalid("EnsureLoadBalancer");
         let outcome = match validate::required("result", &r.result).map_err(&check)? {
             ensure_load_balancer_response::Result::Status(s) => {
@@ -440,17 +490,18 @@ impl ProviderClient {
     ) -> Result<LbAnswer<()>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
         let r = self
-            .lbs()
-            .update_load_balancer(self.request(
-                UpdateLoadBalancerRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    service: Some(service),
-                    nodes,
-                },
-                self.opts.mutation_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "UpdateLoadBalancer",
+                self.lbs().update_load_balancer(self.request(
+                    UpdateLoadBalancerRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        service: Some(service),
+                        nodes,
+                    },
+                    self.opts.mutation_timeout,
+                )),
+            )
+            .await?;
         let outcome =
             match validate::required("result", &r.result).map_err(invalid("UpdateLoadBalancer"))? {
                 update_load_balancer_response::Result::Updated(_) => LbOutcome::Done(()),
@@ -472,16 +523,17 @@ impl ProviderClient {
     ) -> Result<Vec<Warning>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
         let r = self
-            .lbs()
-            .ensure_load_balancer_deleted(self.request(
-                EnsureLoadBalancerDeletedRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    service: Some(service),
-                },
-                self.opts.mutation_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "EnsureLoadBalancerDeleted",
+                self.lbs().ensure_load_balancer_deleted(self.request(
+                    EnsureLoadBalancerDeletedRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        service: Some(service),
+                    },
+                    self.opts.mutation_timeout,
+                )),
+            )
+            .await?;
         Ok(r.warnings)
     }
 
@@ -496,17 +548,18 @@ impl ProviderClient {
         let mut token = String::new();
         loop {
             let r = self
-                .lbs()
-                .list_load_balancers(self.request(
-                    ListLoadBalancersRequest {
-                        cluster_name: cluster_name.to_owned(),
-                        page_size: self.opts.page_size,
-                        page_token: token.clone(),
-                    },
-                    self.opts.read_timeout,
-                ))
-                .await?
-                .into_inner();
+                .observed(
+                    "ListLoadBalancers",
+                    self.lbs().list_load_balancers(self.request(
+                        ListLoadBalancersRequest {
+                            cluster_name: cluster_name.to_owned(),
+                            page_size: self.opts.page_size,
+                            page_token: token.clone(),
+                        },
+                        self.opts.read_timeout,
+                    )),
+                )
+                .await?;
             pages
                 .check(
                     r.load_balancers.len(),
@@ -540,17 +593,18 @@ impl ProviderClient {
         let mut token = String::new();
         loop {
             let r = self
-                .routes()
-                .list_routes(self.request(
-                    ListRoutesRequest {
-                        cluster_name: cluster_name.to_owned(),
-                        page_size: self.opts.page_size,
-                        page_token: token.clone(),
-                    },
-                    self.opts.read_timeout,
-                ))
-                .await?
-                .into_inner();
+                .observed(
+                    "ListRoutes",
+                    self.routes().list_routes(self.request(
+                        ListRoutesRequest {
+                            cluster_name: cluster_name.to_owned(),
+                            page_size: self.opts.page_size,
+                            page_token: token.clone(),
+                        },
+                        self.opts.read_timeout,
+                    )),
+                )
+                .await?;
             pages
                 .check(r.routes.len(), self.opts.page_size, &r.next_page_token)
                 .map_err(invalid("ListRoutes"))?;
@@ -574,45 +628,51 @@ impl ProviderClient {
     ) -> Result<Option<Route>, ClientError> {
         self.require(Capability::Routes).await?;
         let r = self
-            .routes()
-            .create_route(self.request(
-                CreateRouteRequest {
-                    cluster_name: cluster_name.to_owned(),
-                    name_hint: name_hint.to_owned(),
-                    route: Some(route),
-                },
-                self.opts.mutation_timeout,
-            ))
-            .await?
-            .into_inner();
+            .observed(
+                "CreateRoute",
+                self.routes().create_route(self.request(
+                    CreateRouteRequest {
+                        cluster_name: cluster_name.to_owned(),
+                        name_hint: name_hint.to_owned(),
+                        route: Some(route),
+                    },
+                    self.opts.mutation_timeout,
+                )),
+            )
+            .await?;
         Ok(r.route)
     }
 
     pub async fn delete_route(&self, cluster_name: &str, route: Route) -> Result<(), ClientError> {
         self.require(Capability::Routes).await?;
-        self.routes()
-            .delete_route(self.request(
+        self.observed(
+            "DeleteRoute",
+            self.routes().delete_route(self.request(
                 DeleteRouteRequest {
                     cluster_name: cluster_name.to_owned(),
                     route: Some(route),
                 },
                 self.opts.mutation_timeout,
-            ))
-            .await?;
+            )),
+        )
+        .await?;
         Ok(())
     }
 
     pub async fn zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, ClientError> {
         self.require(Capability::Zones).await?;
-        let r = zones_service_client::ZonesServiceClient::new(self.channel.clone())
-            .get_zone_by_provider_id(self.request(
-                GetZoneByProviderIdRequest {
-                    provider_id: provider_id.to_owned(),
-                },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+        let r = self
+            .observed(
+                "GetZoneByProviderId",
+                zones_service_client::ZonesServiceClient::new(self.channel.clone())
+                    .get_zone_by_provider_id(self.request(
+                        GetZoneByProviderIdRequest {
+                            provider_id: provider_id.to_owned(),
+                        },
+                        self.opts.read_timeout,
+                    )),
+            )
+            .await?;
         validate::required("zone", &r.zone)
             .cloned()
             .map_err(invalid("GetZoneByProviderId"))
@@ -620,15 +680,18 @@ impl ProviderClient {
 
     pub async fn zone_by_node_name(&self, node_name: &str) -> Result<Zone, ClientError> {
         self.require(Capability::Zones).await?;
-        let r = zones_service_client::ZonesServiceClient::new(self.channel.clone())
-            .get_zone_by_node_name(self.request(
-                GetZoneByNodeNameRequest {
-                    node_name: node_name.to_owned(),
-                },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+        let r = self
+            .observed(
+                "GetZoneByNodeName",
+                zones_service_client::ZonesServiceClient::new(self.channel.clone())
+                    .get_zone_by_node_name(self.request(
+                        GetZoneByNodeNameRequest {
+                            node_name: node_name.to_owned(),
+                        },
+                        self.opts.read_timeout,
+                    )),
+            )
+            .await?;
         validate::required("zone", &r.zone)
             .cloned()
             .map_err(invalid("GetZoneByNodeName"))
@@ -636,26 +699,31 @@ impl ProviderClient {
 
     pub async fn list_clusters(&self) -> Result<Vec<String>, ClientError> {
         self.require(Capability::Clusters).await?;
-        Ok(
-            clusters_service_client::ClustersServiceClient::new(self.channel.clone())
-                .list_clusters(self.request(ListClustersRequest {}, self.opts.read_timeout))
-                .await?
-                .into_inner()
-                .cluster_names,
-        )
+        Ok(self
+            .observed(
+                "ListClusters",
+                clusters_service_client::ClustersServiceClient::new(self.channel.clone())
+                    .list_clusters(self.request(ListClustersRequest {}, self.opts.read_timeout)),
+            )
+            .await?
+            .cluster_names)
     }
 
     pub async fn master(&self, cluster_name: &str) -> Result<String, ClientError> {
         self.require(Capability::Clusters).await?;
-        let r = clusters_service_client::ClustersServiceClient::new(self.channel.clone())
-            .master(self.request(
-                MasterRequest {
-                    cluster_name: cluster_name.to_owned(),
-                },
-                self.opts.read_timeout,
-            ))
-            .await?
-            .into_inner();
+        let r = self
+            .observed(
+                "Master",
+                clusters_service_client::ClustersServiceClient::new(self.channel.clone()).master(
+                    self.request(
+                        MasterRequest {
+                            cluster_name: cluster_name.to_owned(),
+                        },
+                        self.opts.read_timeout,
+                    ),
+                ),
+            )
+            .await?;
         validate::name("address", &r.address).map_err(invalid("Master"))?;
         Ok(r.address)
     }
@@ -727,7 +795,11 @@ fn check_info(info: &GetProviderInfoResponse) -> Checked {
 
 /// What both sides check of an `InstanceMetadata`.
 pub(crate) fn check_metadata(m: &InstanceMetadata) -> Checked {
-    validate::name("metadata.provider_id", &m.provider_id)?;
+    validate::provider_id("metadata.provider_id", &m.provider_id)?;
+    // These become label values on the Node.
+    validate::label_value("metadata.instance_type", &m.instance_type)?;
+    validate::label_value("metadata.zone", &m.zone)?;
+    validate::label_value("metadata.region", &m.region)?;
     validate::node_addresses("metadata.node_addresses", &m.node_addresses)?;
     validate::labels("metadata.additional_labels", &m.additional_labels)?;
     Ok(())

@@ -89,28 +89,92 @@ pub fn optional_enum<E: TryFrom<i32>>(field: &str, value: i32) -> Checked {
     Ok(())
 }
 
+/// Kubernetes' label-value syntax: empty, or at most 63 characters of
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
+pub fn label_value(field: &str, v: &str) -> Checked {
+    if v.len() > MAX_LABEL_VALUE_BYTES {
+        return Err(violation(
+            field,
+            format!(
+                "label value is {} bytes, more than {MAX_LABEL_VALUE_BYTES}",
+                v.len()
+            ),
+        ));
+    }
+    if !v.is_empty() && !is_label_name(v) {
+        return Err(violation(
+            field,
+            format!("{v:?} is not a valid label value"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_label_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= MAX_NAME_BYTES
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+/// Kubernetes' label-key syntax: an optional DNS-subdomain prefix and `/`,
+/// then a name of at most 63 characters.
+pub fn label_key(field: &str, k: &str) -> Checked {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if k.len() > MAX_LABEL_KEY_BYTES
+        || !is_label_name(name)
+        || prefix.is_some_and(|p| !is_dns_subdomain(p))
+    {
+        return Err(violation(field, format!("{k:?} is not a valid label key")));
+    }
+    Ok(())
+}
+
 pub fn labels<'a>(
     field: &str,
     labels: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Checked {
     for (k, v) in labels {
-        if k.is_empty() || k.len() > MAX_LABEL_KEY_BYTES {
-            return Err(violation(
-                format!("{field}[{k}]"),
-                "label key is empty or too long",
-            ));
-        }
-        if v.len() > MAX_LABEL_VALUE_BYTES {
-            return Err(violation(
-                format!("{field}[{k}]"),
-                format!(
-                    "label value is {} bytes, more than {MAX_LABEL_VALUE_BYTES}",
-                    v.len()
-                ),
-            ));
-        }
+        let f = format!("{field}[{k}]");
+        label_key(&f, k)?;
+        label_value(&f, v)?;
     }
     Ok(())
+}
+
+/// A providerID: `<scheme>://<id>`, no whitespace.
+pub fn provider_id(field: &str, v: &str) -> Checked {
+    name(field, v)?;
+    match v.split_once("://") {
+        Some((scheme, id))
+            if !scheme.is_empty() && !id.is_empty() && !v.chars().any(char::is_whitespace) =>
+        {
+            Ok(())
+        }
+        _ => Err(violation(
+            field,
+            format!("{v:?} is not of the form <scheme>://<id>"),
+        )),
+    }
 }
 
 pub fn annotations<'a>(
@@ -337,6 +401,34 @@ mod tests {
             assert_eq!(err.field, field, "{err}");
         }
         assert_eq!(service("service", &None).unwrap_err().field, "service");
+    }
+
+    #[test]
+    fn label_syntax_is_kubernetes_syntax() {
+        for ok in ["a", "example.com/rack", "team_1.x-y", "k8s.io/x"] {
+            assert!(label_key("f", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "Example.com/x",
+            "a/b/c",
+            "/x",
+            "x/",
+            "has space",
+        ] {
+            assert!(label_key("f", bad).is_err(), "{bad}");
+        }
+        assert!(label_value("f", "").is_ok());
+        assert!(label_value("f", "zone-a_1.b").is_ok());
+        for bad in ["-x", "x y", "x/y", &"v".repeat(64)] {
+            assert!(label_value("f", bad).is_err(), "{bad}");
+        }
+        assert!(provider_id("f", "fake://i-1").is_ok());
+        for bad in ["", "i-1", "://x", "fake://", "fake://a b"] {
+            assert!(provider_id("f", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

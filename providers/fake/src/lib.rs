@@ -1,1 +1,291 @@
-//! In-memory fake cloud: being written.
+//! An in-memory cloud for ccm-rs: a provider that behaves like a *correct*
+//! cloud (idempotent mutations, stable addresses, real conflicts) so tests,
+//! the demo and benchmarks exercise the controller rather than a stub, plus
+//! fault injection so they can also exercise its error handling.
+//!
+//! [`FakeCloud`] is both the provider (it implements every SDK trait) and
+//! the control handle: clone it, hand clones to the server, keep one to add
+//! instances, inject faults and read the call log. The binary exposes the
+//! same controls over HTTP ([`admin`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeCloud, FakeConfig, Method};
+//!
+//! let fake = FakeCloud::new(FakeConfig::default())?;
+//! fake.inject_error(Method::EnsureLoadBalancer, ErrorInjection::new(ErrorKind::QuotaExceeded, "full").times(1));
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(fake.clone().serve("unix:///tmp/fake.sock", async { let _ = stopped.await; }));
+//! // ... drive a ProviderClient ...
+//! let _ = stop.send(());
+//! server.await??;
+//! # Ok(()) }
+//! ```
+
+pub mod admin;
+pub mod faults;
+mod provider;
+pub mod state;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use ccm_provider_sdk::{
+    CallContext, ProviderError, ProviderResult, ProviderServer, Readiness, ServeError,
+};
+
+pub use faults::{
+    CallOutcome, CallRecord, ErrorInjection, ErrorKind, FaultsSnapshot, Method, Target,
+};
+pub use state::{
+    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, Address, AddressType,
+    FakeConfig, Instance, InstanceSpec, LbPort, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord,
+    StateDump,
+};
+
+use faults::{CallLog, Faults, Plan};
+use state::State;
+
+/// Reads an instances file: a JSON list of [`InstanceSpec`].
+pub fn read_instances_file(path: &std::path::Path) -> Result<Vec<InstanceSpec>, Error> {
+    let fail = |reason: String| Error::InstancesFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| fail(e.to_string()))
+}
+
+/// Why a control operation or the configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown method {0:?}; expected an RPC name such as \"EnsureLoadBalancer\" or \"*\"")]
+    UnknownMethod(String),
+    #[error("invalid load balancer IP pool {0:?}: {1}")]
+    InvalidPool(String, String),
+    #[error("invalid instance: {0}")]
+    InvalidInstance(String),
+    #[error("no instance named {0:?}")]
+    UnknownInstance(String),
+    #[error("instances file {path}: {reason}")]
+    InstancesFile { path: String, reason: String },
+    #[error("admin server: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+struct Shared {
+    state: Mutex<State>,
+    faults: Mutex<Faults>,
+    calls: Mutex<CallLog>,
+}
+
+/// The fake cloud: provider and control handle in one. Cheap to clone;
+/// clones share the same cloud.
+#[derive(Clone)]
+pub struct FakeCloud {
+    shared: Arc<Shared>,
+}
+
+/// A poisoned lock only means a test panicked mid-call; the data is plain
+/// and still consistent enough for a fake, so keep serving.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Logs a call when it ends, including when the caller gives up and the
+/// future is dropped mid-latency (logged as cancelled).
+struct CallGuard<'a> {
+    fake: &'a FakeCloud,
+    method: Method,
+    request_id: String,
+    started: SystemTime,
+    clock: Instant,
+    outcome: Option<CallOutcome>,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let outcome = self.outcome.take().unwrap_or(CallOutcome::Cancelled);
+        lock(&self.fake.shared.calls).push(
+            self.method,
+            std::mem::take(&mut self.request_id),
+            self.started,
+            self.clock.elapsed(),
+            outcome,
+        );
+    }
+}
+
+impl FakeCloud {
+    /// A cloud with `config`'s instances; fails on an unusable IP pool or
+    /// instance list.
+    pub fn new(config: FakeConfig) -> Result<Self, Error> {
+        let capacity = config.call_log_capacity;
+        Ok(FakeCloud {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::new(config)?),
+                faults: Mutex::new(Faults::default()),
+                calls: Mutex::new(CallLog::new(capacity)),
+            }),
+        })
+    }
+
+    /// The configuration the cloud was started with.
+    pub fn config(&self) -> FakeConfig {
+        lock(&self.shared.state).config.clone()
+    }
+
+    /// A provider server with every service of the contract, ready to
+    /// serve; callers may still set the socket mode.
+    pub fn server(&self) -> ProviderServer<FakeCloud> {
+        ProviderServer::new(self.clone())
+            .with_instances(self.clone())
+            .with_load_balancers(self.clone())
+            .with_routes(self.clone())
+            .with_zones(self.clone())
+            .with_clusters(self.clone())
+    }
+
+    /// Serves the gRPC contract on `endpoint` (`unix:///path`) until
+    /// `shutdown` completes.
+    pub async fn serve(
+        self,
+        endpoint: impl AsRef<str>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ServeError> {
+        self.server().serve(endpoint.as_ref(), shutdown).await
+    }
+
+    // ---- instances ----
+
+    /// Declares an instance (replacing one of the same name); it exists
+    /// even if it was removed before.
+    pub fn add_instance(&self, spec: InstanceSpec) -> Result<Instance, Error> {
+        lock(&self.shared.state).add_instance(spec, false)
+    }
+
+    /// Deletes an instance; it then stays gone even with auto-create, and
+    /// routes to it turn into blackholes. Returns whether it existed.
+    pub fn remove_instance(&self, name: &str) -> bool {
+        lock(&self.shared.state).remove_instance(name)
+    }
+
+    /// Shuts an instance down (`InstanceShutdown` answers shut down).
+    pub fn shutdown_instance(&self, name: &str) -> Result<(), Error> {
+        lock(&self.shared.state).set_shutdown(name, true)
+    }
+
+    /// Starts a shut-down instance again.
+    pub fn start_instance(&self, name: &str) -> Result<(), Error> {
+        lock(&self.shared.state).set_shutdown(name, false)
+    }
+
+    /// Every instance, by name.
+    pub fn instances(&self) -> Vec<Instance> {
+        lock(&self.shared.state).instances()
+    }
+
+    /// Everything the cloud holds.
+    pub fn dump(&self) -> StateDump {
+        lock(&self.shared.state).dump()
+    }
+
+    // ---- readiness ----
+
+    /// What `Probe` answers from now on.
+    pub fn set_readiness(&self, readiness: Readiness) {
+        lock(&self.shared.state).readiness = readiness;
+    }
+
+    // ---- faults ----
+
+    /// Delays every call of `target` by `latency` before it is answered
+    /// (zero clears it).
+    pub fn set_latency(&self, target: impl Into<Target>, latency: Duration) {
+        lock(&self.shared.faults).set_latency(target.into(), latency);
+    }
+
+    /// Answers calls of `target` with an error instead of doing the work;
+    /// replaces an earlier injection for the same target.
+    pub fn inject_error(&self, target: impl Into<Target>, injection: ErrorInjection) {
+        lock(&self.shared.faults).inject(target.into(), injection);
+    }
+
+    /// Removes the error injection of `target`, or all with `None`.
+    pub fn clear_errors(&self, target: Option<Target>) {
+        lock(&self.shared.faults).clear_errors(target);
+    }
+
+    /// Throttles calls (except `Probe`) to `per_second`, answering
+    /// `CLOUD_UNAVAILABLE` with a retry hint beyond it; `None` lifts it.
+    pub fn set_rate_limit(&self, per_second: Option<u32>) {
+        lock(&self.shared.faults).set_rate_limit(per_second, Instant::now());
+    }
+
+    /// Removes every latency, injection and the rate limit.
+    pub fn clear_faults(&self) {
+        *lock(&self.shared.faults) = Faults::default();
+    }
+
+    /// The configured faults.
+    pub fn faults(&self) -> FaultsSnapshot {
+        lock(&self.shared.faults).snapshot()
+    }
+
+    // ---- call log ----
+
+    /// The calls received so far (bounded; oldest first).
+    pub fn calls(&self) -> Vec<CallRecord> {
+        lock(&self.shared.calls).entries()
+    }
+
+    /// The logged calls of one method.
+    pub fn calls_of(&self, method: Method) -> Vec<CallRecord> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method)
+            .collect()
+    }
+
+    /// Empties the call log.
+    pub fn clear_calls(&self) {
+        lock(&self.shared.calls).clear();
+    }
+
+    /// Runs one provider call through the fault machinery and the call log.
+    /// `work` runs under the state lock, after any latency, and must not
+    /// block.
+    pub(crate) async fn call<T>(
+        &self,
+        method: Method,
+        ctx: &CallContext,
+        work: impl FnOnce(&mut State) -> ProviderResult<T>,
+    ) -> ProviderResult<T> {
+        let mut guard = CallGuard {
+            fake: self,
+            method,
+            request_id: ctx.request_id.clone(),
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            outcome: None,
+        };
+        let plan = lock(&self.shared.faults).plan(method, Instant::now());
+        let result = match plan {
+            Plan::Reject(e) => Err(e),
+            Plan::Proceed { latency, error } => {
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                match error {
+                    Some(e) => Err::<T, ProviderError>(e),
+                    None => work(&mut lock(&self.shared.state)),
+                }
+            }
+        };
+        guard.outcome = Some(CallOutcome::of(&result));
+        result
+    }
+}

@@ -1,1 +1,199 @@
-fn main() {}
+//! `fake-provider`: the in-memory fake cloud as a provider process, with the
+//! admin API next to it. Serves until SIGTERM or SIGINT, then stops both
+//! servers and removes both sockets.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ccm_fake_provider::{FakeCloud, FakeConfig, admin, read_instances_file};
+use clap::{Parser, ValueEnum};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// An in-memory cloud provider for ccm-rs, with fault injection.
+#[derive(Debug, Parser)]
+#[command(name = "fake-provider", version)]
+struct Args {
+    /// The provider socket, `unix:///absolute/path`.
+    #[arg(long, env = "CLOUD_PROVIDER_ENDPOINT", default_value = ccm_provider_sdk::DEFAULT_ENDPOINT)]
+    endpoint: String,
+    /// The admin API's Unix socket; default `<provider socket>.admin`. An
+    /// empty value disables it.
+    #[arg(long)]
+    admin_socket: Option<PathBuf>,
+    /// Also serve the admin API on TCP, e.g. 127.0.0.1:8089 (no auth: use
+    /// loopback).
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    /// Create an instance for any unknown node name on first lookup.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    auto_create_instances: bool,
+    /// Zone of instances that do not declare one.
+    #[arg(long)]
+    zone: Option<String>,
+    /// Region of instances that do not declare one.
+    #[arg(long)]
+    region: Option<String>,
+    /// Instance type of instances that do not declare one.
+    #[arg(long)]
+    instance_type: Option<String>,
+    /// IPv4 CIDR load balancer addresses are allocated from.
+    #[arg(long)]
+    lb_ip_pool: Option<String>,
+    /// What ListClusters answers (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    cluster_names: Option<Vec<String>>,
+    /// Load balancer classes handled by another controller (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    implemented_elsewhere_classes: Vec<String>,
+    /// A JSON list of instances that exist from the start.
+    #[arg(long)]
+    instances_file: Option<PathBuf>,
+    /// Permission bits of both sockets, in octal.
+    #[arg(long, default_value = "600", value_parser = parse_octal)]
+    socket_mode: u32,
+    #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
+    log_format: LogFormat,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode such as 600"))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn config(args: &Args) -> anyhow::Result<FakeConfig> {
+    let mut config = FakeConfig {
+        auto_create_instances: args.auto_create_instances,
+        implemented_elsewhere_classes: args.implemented_elsewhere_classes.clone(),
+        ..FakeConfig::default()
+    };
+    if let Some(v) = &args.zone {
+        config.zone = v.clone();
+    }
+    if let Some(v) = &args.region {
+        config.region = v.clone();
+    }
+    if let Some(v) = &args.instance_type {
+        config.instance_type = v.clone();
+    }
+    if let Some(v) = &args.lb_ip_pool {
+        config.lb_ip_pool = v.clone();
+    }
+    if let Some(v) = &args.cluster_names {
+        config.cluster_names = v.clone();
+    }
+    if let Some(path) = &args.instances_file {
+        config.instances = read_instances_file(path)?;
+    }
+    Ok(config)
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = int.recv() => tracing::info!("SIGINT: draining"),
+    }
+    Ok(())
+}
+
+/// A future that completes once shutdown has been requested.
+fn stopped(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let fake = FakeCloud::new(config(&args)?).context("configuring the fake cloud")?;
+    let provider_socket = ccm_provider_sdk::socket_path(&args.endpoint)?;
+    let admin_socket = match &args.admin_socket {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => Some(p.clone()),
+        None => {
+            let mut p = provider_socket.clone().into_os_string();
+            p.push(".admin");
+            Some(PathBuf::from(p))
+        }
+    };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(path) = admin_socket {
+        let (fake, stop, mode) = (fake.clone(), stopped(&stop_rx), args.socket_mode);
+        tasks.spawn(async move {
+            admin::serve_unix(fake, path.clone(), mode, stop)
+                .await
+                .with_context(|| format!("admin socket {}", path.display()))
+        });
+    }
+    if let Some(addr) = args.admin_listen {
+        let (fake, stop) = (fake.clone(), stopped(&stop_rx));
+        tasks.spawn(async move {
+            admin::serve_tcp(fake, addr, stop)
+                .await
+                .with_context(|| format!("admin listener {addr}"))
+        });
+    }
+    {
+        let (server, stop) = (
+            fake.server().socket_mode(args.socket_mode),
+            stopped(&stop_rx),
+        );
+        let endpoint = args.endpoint.clone();
+        tasks.spawn(async move {
+            server
+                .serve(&endpoint, stop)
+                .await
+                .with_context(|| format!("provider endpoint {endpoint}"))
+        });
+    }
+
+    // Stop everything on a signal, or as soon as any server fails, so a
+    // half-running fake never lingers.
+    let mut result = Ok(());
+    tokio::select! {
+        r = signal() => r?,
+        Some(joined) = tasks.join_next() => {
+            result = joined.context("server task panicked").and_then(|r| r);
+            if result.is_ok() {
+                result = Err(anyhow::anyhow!("a server stopped unexpectedly"));
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    while let Some(joined) = tasks.join_next().await {
+        let r = joined.context("server task panicked").and_then(|r| r);
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    result
+}

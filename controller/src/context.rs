@@ -1,0 +1,204 @@
+//! What every controller shares: the Kubernetes client, the provider client,
+//! the one Node cache, settings, and the error type with per-object backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ccm_provider_sdk::{ClientError, ProviderClient};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, controller::Action};
+use kube::{Api, Client, Resource};
+
+use crate::node::InitError;
+
+/// Errors of one reconcile; each is retried with per-object backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("failed to get instance metadata for node {node}: {source}")]
+    Metadata { node: String, source: ClientError },
+    #[error("failed to get node modifiers from cloud provider: {0}")]
+    Init(#[from] InitError),
+    #[error("{0}")]
+    Addresses(String),
+}
+
+/// The shared Node cache: one watch, `managedFields` and `status.images`
+/// stripped (they are most of a Node's size and no controller reads them).
+pub struct NodeCache {
+    pub store: Store<Node>,
+    writer: Option<reflector::store::Writer<Node>>,
+}
+
+impl NodeCache {
+    pub fn new() -> Self {
+        let (store, writer) = reflector::store_shared(1024);
+        NodeCache {
+            store,
+            writer: Some(writer),
+        }
+    }
+
+    /// A stream of changed Nodes for a controller; call before [`Self::run`].
+    pub fn subscribe(&self) -> ReflectHandle<Node> {
+        self.writer
+            .as_ref()
+            .and_then(|w| w.subscribe())
+            .expect("subscribe before the cache runs")
+    }
+
+    /// Drives the watch until the process stops.
+    pub async fn run(mut self, client: Client) {
+        let writer = self.writer.take().expect("run once");
+        watcher(Api::<Node>::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(|n: &mut Node| {
+                n.metadata.managed_fields = None;
+                if let Some(s) = n.status.as_mut() {
+                    s.images = None;
+                }
+            })
+            .reflect_shared(writer)
+            .for_each(|ev| async move {
+                if let Err(e) = ev {
+                    tracing::warn!(error = %e, "node watch error; retrying");
+                }
+            })
+            .await;
+    }
+}
+
+impl Default for NodeCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Exponential backoff per object key: 1 s doubling to 5 min, reset on
+/// success. Upstream starts at 5 ms and caps at 1000 s; a cloud that failed
+/// once rarely answers 5 ms later, and 16 minutes is too long to wait for a
+/// node that could be initialised.
+#[derive(Default)]
+pub struct Backoff {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    pub const BASE: Duration = Duration::from_secs(1);
+    pub const MAX: Duration = Duration::from_secs(300);
+
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = f.entry(key.to_owned()).or_insert(0);
+        let delay = Self::BASE
+            .saturating_mul(1u32 << (*n).min(16))
+            .min(Self::MAX);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+/// Settings and clients of one running controller.
+pub struct Context {
+    pub client: Client,
+    pub provider: ProviderClient,
+    pub nodes: Store<Node>,
+    pub cluster_name: String,
+    pub recorder: Recorder,
+    pub backoff: Backoff,
+    /// The field manager of this controller's writes.
+    pub manager: &'static str,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        provider: ProviderClient,
+        nodes: Store<Node>,
+        cluster_name: String,
+        manager: &'static str,
+    ) -> Arc<Self> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: manager.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Arc::new(Context {
+            client,
+            provider,
+            nodes,
+            cluster_name,
+            recorder,
+            backoff: Backoff::default(),
+            manager,
+        })
+    }
+
+    /// Patch parameters naming this controller as the field manager.
+    pub fn patch_params(&self) -> kube::api::PatchParams {
+        kube::api::PatchParams {
+            field_manager: Some(self.manager.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Publishes an Event; failures are logged, never fatal.
+    pub async fn event<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(reason, error = %e, "failed to publish event");
+        }
+    }
+}
+
+/// Requeue after the object's backoff.
+pub fn retry_after(ctx: &Context, key: &str, err: &Error) -> Action {
+    let delay = ctx.backoff.failed(key);
+    tracing::warn!(key, error = %err, retry_in = ?delay, "error syncing; requeuing");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_resets() {
+        let b = Backoff::default();
+        let d: Vec<u64> = (0..12).map(|_| b.failed("n").as_secs()).collect();
+        assert_eq!(d, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        assert_eq!(b.failed("other").as_secs(), 1, "per key");
+        b.succeeded("n");
+        assert_eq!(b.failed("n").as_secs(), 1);
+    }
+}

@@ -1,0 +1,150 @@
+//! The generic cloud-controller-manager: Kubernetes semantics here, every
+//! cloud decision in the provider behind `--provider-endpoint`.
+
+pub mod cloud_node;
+pub mod context;
+pub mod duration;
+pub mod node;
+pub mod node_lifecycle;
+pub mod options;
+
+use std::future::Future;
+use std::time::Duration;
+
+use ccm_provider_sdk::proto::Capability;
+use ccm_provider_sdk::{ClientOptions, ProviderClient};
+use kube::Client;
+
+use crate::context::{Context, NodeCache};
+use crate::options::{ControllerName, Options};
+
+/// Why the manager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid provider endpoint: {0}")]
+    Provider(#[from] ccm_provider_sdk::ClientError),
+}
+
+/// The provider client configured from the flags.
+pub fn provider_client(opts: &Options) -> Result<ProviderClient, StartError> {
+    Ok(ProviderClient::connect_lazy(
+        &opts.provider_endpoint,
+        ClientOptions {
+            identity_timeout: opts.provider_identity_timeout,
+            read_timeout: opts.provider_read_timeout,
+            mutation_timeout: opts.provider_mutation_timeout,
+            ..Default::default()
+        },
+    )?)
+}
+
+/// Waits until the provider answers its handshake. The provider sidecar may
+/// start after us; we wait rather than crash-loop.
+async fn wait_for_provider(
+    provider: &ProviderClient,
+    endpoint: &str,
+) -> ccm_provider_sdk::Handshake {
+    let mut delay = Duration::from_millis(200);
+    let mut logged = false;
+    loop {
+        match provider.handshake().await {
+            Ok(h) => return (*h).clone(),
+            Err(e) => {
+                if !logged {
+                    tracing::info!(endpoint, error = %e, "waiting for the provider");
+                    logged = true;
+                } else {
+                    tracing::debug!(endpoint, error = %e, "provider not answering yet");
+                }
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Runs the enabled controllers until `shutdown` completes.
+pub async fn run(
+    opts: Options,
+    enabled: Vec<ControllerName>,
+    client: Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    let provider = provider_client(&opts)?;
+    let work = async {
+        let handshake = wait_for_provider(&provider, &opts.provider_endpoint).await;
+        let mut runnable = Vec::new();
+        for c in enabled {
+            let (capability, implemented) = match c {
+                ControllerName::CloudNode | ControllerName::CloudNodeLifecycle => {
+                    (Capability::Instances, true)
+                }
+                ControllerName::ServiceLb => (Capability::LoadBalancers, false),
+                ControllerName::NodeRoute => (Capability::Routes, false),
+            };
+            if !implemented {
+                tracing::warn!(
+                    controller = c.canonical(),
+                    "not available in this version; not starting it"
+                );
+            } else if !handshake.has(capability) {
+                tracing::warn!(
+                    controller = c.canonical(),
+                    capability = ?capability,
+                    provider = %handshake.info.name,
+                    "the provider lacks the capability this controller needs; not starting it"
+                );
+            } else {
+                runnable.push(c);
+            }
+        }
+
+        let cache = NodeCache::new();
+        let store = cache.store.clone();
+        let node_changes = runnable
+            .contains(&ControllerName::CloudNode)
+            .then(|| cache.subscribe());
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(cache.run(client.clone()));
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+        tracing::info!(nodes = store.len(), "node cache synced");
+
+        for c in runnable {
+            let ctx = Context::new(
+                client.clone(),
+                provider.clone(),
+                store.clone(),
+                opts.cluster_name.clone(),
+                c.canonical(),
+            );
+            tracing::info!(controller = c.canonical(), "starting");
+            match c {
+                ControllerName::CloudNode => {
+                    let changes = node_changes.clone().expect("subscribed above");
+                    tasks.spawn(cloud_node::run(
+                        ctx.clone(),
+                        changes,
+                        opts.concurrent_node_syncs as usize,
+                    ));
+                    tasks.spawn(cloud_node::refresh_addresses(
+                        ctx,
+                        opts.node_status_update_frequency,
+                        opts.node_status_workers(),
+                    ));
+                }
+                ControllerName::CloudNodeLifecycle => {
+                    tasks.spawn(node_lifecycle::run(ctx, opts.node_monitor_period));
+                }
+                ControllerName::ServiceLb | ControllerName::NodeRoute => {}
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = shutdown => tracing::info!("shutting down"),
+    }
+    Ok(())
+}

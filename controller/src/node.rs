@@ -1,0 +1,546 @@
+//! Pure Node logic shared by the node controllers: translating Nodes for the
+//! provider, computing the initialisation patch and the address list. No
+//! I/O here, so every rule is unit-tested.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ccm_provider_sdk::proto::{self, NodeAddressType};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
+
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
+pub const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
+
+pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
+pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
+pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+
+pub fn name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+pub fn provider_id(node: &Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
+}
+
+pub fn taints(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+}
+
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    taints(node).iter().any(|t| t.key == key)
+}
+
+pub fn addresses(node: &Node) -> &[NodeAddress] {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
+}
+
+/// The Node's Ready condition status: "True", "False" or "Unknown" (also
+/// when the condition is missing).
+pub fn ready_status(node: &Node) -> &str {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str())
+        .unwrap_or("Unknown")
+}
+
+fn address_type_to_k8s(t: i32) -> Option<&'static str> {
+    Some(match NodeAddressType::try_from(t).ok()? {
+        NodeAddressType::Hostname => "Hostname",
+        NodeAddressType::InternalIp => "InternalIP",
+        NodeAddressType::ExternalIp => "ExternalIP",
+        NodeAddressType::InternalDns => "InternalDNS",
+        NodeAddressType::ExternalDns => "ExternalDNS",
+        NodeAddressType::Unspecified => return None,
+    })
+}
+
+fn address_type_from_k8s(t: &str) -> NodeAddressType {
+    match t {
+        "Hostname" => NodeAddressType::Hostname,
+        "InternalIP" => NodeAddressType::InternalIp,
+        "ExternalIP" => NodeAddressType::ExternalIp,
+        "InternalDNS" => NodeAddressType::InternalDns,
+        "ExternalDNS" => NodeAddressType::ExternalDns,
+        _ => NodeAddressType::Unspecified,
+    }
+}
+
+/// The slim view of a Node the provider gets.
+pub fn node_ref(node: &Node) -> proto::NodeRef {
+    proto::NodeRef {
+        name: name(node).to_owned(),
+        uid: node.metadata.uid.clone().unwrap_or_default(),
+        provider_id: provider_id(node).to_owned(),
+        addresses: addresses(node)
+            .iter()
+            .filter(|a| address_type_from_k8s(&a.type_) != NodeAddressType::Unspecified)
+            .map(|a| proto::NodeAddress {
+                r#type: address_type_from_k8s(&a.type_) as i32,
+                address: a.address.clone(),
+            })
+            .collect(),
+        labels: node
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        annotations: node
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Why a node cannot be initialised yet. The node keeps its taint and is
+/// retried with backoff.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitError {
+    #[error("cloud provider does not set node provider ID for node {0}")]
+    NoProviderId(String),
+    #[error("provided node ip for node {node:?} is not valid: {reason}")]
+    ProvidedNodeIp { node: String, reason: String },
+}
+
+/// What initialisation changes on the Node's metadata and spec.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InitChanges {
+    /// Set only when the Node has none.
+    pub provider_id: Option<String>,
+    /// Labels to add or overwrite.
+    pub labels: BTreeMap<String, String>,
+    /// The taints that remain (every uninitialized taint removed).
+    pub taints: Vec<Taint>,
+    /// Additional labels dropped, with why; logged, never applied.
+    pub dropped_labels: Vec<String>,
+}
+
+fn is_reserved_label(key: &str) -> bool {
+    // Upstream's regex (^|\.)(kubernetes|k8s)\.io/ on the key's prefix.
+    let prefix = match key.split_once('/') {
+        Some((p, _)) => p,
+        None => return false,
+    };
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+}
+
+/// The initialisation of a tainted Node from the provider's metadata, as
+/// upstream's `syncNode` computes it (providerID only if empty, GA and beta
+/// topology labels, filtered additional labels that never overwrite, taint
+/// removal).
+pub fn init_changes(node: &Node, meta: &proto::InstanceMetadata) -> Result<InitChanges, InitError> {
+    let node_name = name(node).to_owned();
+    let mut changes = InitChanges::default();
+    if provider_id(node).is_empty() {
+        if meta.provider_id.is_empty() {
+            return Err(InitError::NoProviderId(node_name));
+        }
+        changes.provider_id = Some(meta.provider_id.clone());
+    }
+    if let Some(ips) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVIDED_NODE_IP_ANNOTATION))
+    {
+        addresses_for_provided_ips(ips, &meta.node_addresses).map_err(|reason| {
+            InitError::ProvidedNodeIp {
+                node: node_name.clone(),
+                reason,
+            }
+        })?;
+    }
+    for (value, labels) in [
+        (
+            &meta.instance_type,
+            [LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE],
+        ),
+        (&meta.zone, [LABEL_ZONE_BETA, LABEL_ZONE]),
+        (&meta.region, [LABEL_REGION_BETA, LABEL_REGION]),
+    ] {
+        if !value.is_empty() {
+            for l in labels {
+                changes.labels.insert(l.to_owned(), value.clone());
+            }
+        }
+    }
+    let existing = node.metadata.labels.clone().unwrap_or_default();
+    let mut additional: Vec<_> = meta.additional_labels.iter().collect();
+    additional.sort();
+    for (k, v) in additional {
+        if is_reserved_label(k) {
+            changes
+                .dropped_labels
+                .push(format!("{k}: kubernetes.io and k8s.io labels are reserved"));
+        } else if let Some(old) = existing.get(k) {
+            if old != v {
+                changes
+                    .dropped_labels
+                    .push(format!("{k}: the node already has it with value {old:?}"));
+            }
+        } else {
+            changes.labels.insert(k.clone(), v.clone());
+        }
+    }
+    changes.taints = taints(node)
+        .iter()
+        .filter(|t| t.key != UNINITIALIZED_TAINT)
+        .cloned()
+        .collect();
+    Ok(changes)
+}
+
+/// For an initialised Node: GA labels copied from beta ones where missing or
+/// different (upstream's label reconciliation). Empty when nothing to do.
+pub fn ga_label_fixes(node: &Node) -> BTreeMap<String, String> {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let mut fixes = BTreeMap::new();
+    for (beta, ga) in [
+        (LABEL_ZONE_BETA, LABEL_ZONE),
+        (LABEL_REGION_BETA, LABEL_REGION),
+        (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
+    ] {
+        if let Some(v) = labels.get(beta)
+            && labels.get(ga) != Some(v)
+        {
+            fixes.insert(ga.to_owned(), v.clone());
+        }
+    }
+    fixes
+}
+
+/// Parses the kubelet's provided-node-ip annotation: one IP, or two of
+/// different families, comma-separated, neither unspecified when two.
+fn parse_provided_ips(s: &str) -> Result<Vec<IpAddr>, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() > 2 {
+        return Err(format!("failed to parse node IP {s:?}: at most two IPs"));
+    }
+    let ips: Vec<IpAddr> = parts
+        .iter()
+        .map(|p| {
+            p.parse::<IpAddr>()
+                .map_err(|e| format!("failed to parse node IP {s:?}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    if ips.len() == 2 {
+        if ips[0].is_ipv4() == ips[1].is_ipv4() {
+            return Err(format!(
+                "failed to parse node IP {s:?}: two IPs must be of different families"
+            ));
+        }
+        if ips.iter().any(|ip| ip.is_unspecified()) {
+            return Err(format!(
+                "failed to parse node IP {s:?}: unspecified address in a dual-stack pair"
+            ));
+        }
+    }
+    Ok(ips)
+}
+
+/// Upstream's `GetNodeAddressesFromNodeIP`: the cloud addresses matching the
+/// provided IPs first, then every cloud address of a type none of them has.
+fn addresses_for_provided_ips(
+    provided: &str,
+    cloud: &[proto::NodeAddress],
+) -> Result<Vec<proto::NodeAddress>, String> {
+    let ips = parse_provided_ips(provided)?;
+    let mut chosen: Vec<proto::NodeAddress> = Vec::new();
+    for ip in &ips {
+        let matches: Vec<_> = cloud
+            .iter()
+            .filter(|a| a.address.parse::<IpAddr>().ok() == Some(*ip))
+            .cloned()
+            .collect();
+        if matches.is_empty() {
+            return Err(format!(
+                "failed to get node address from cloud provider that matches ip: {ip}"
+            ));
+        }
+        chosen.extend(matches);
+    }
+    let matched_types: Vec<i32> = chosen.iter().map(|a| a.r#type).collect();
+    chosen.extend(
+        cloud
+            .iter()
+            .filter(|a| !matched_types.contains(&a.r#type))
+            .cloned(),
+    );
+    Ok(chosen)
+}
+
+/// The addresses the Node should have given the provider's answer, or `None`
+/// when nothing should be written: the provider returned none (never clear
+/// addresses on an empty answer), the provided-node-ip cannot be honoured, or
+/// the Node already has exactly these.
+pub fn desired_addresses(
+    node: &Node,
+    cloud: &[proto::NodeAddress],
+) -> Result<Option<Vec<NodeAddress>>, String> {
+    if cloud.is_empty() {
+        return Ok(None);
+    }
+    let mut chosen = match node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVIDED_NODE_IP_ANNOTATION))
+    {
+        Some(ips) => addresses_for_provided_ips(ips, cloud)?,
+        None => cloud.to_vec(),
+    };
+    let hostname = NodeAddressType::Hostname as i32;
+    if !chosen.iter().any(|a| a.r#type == hostname) {
+        // Keep the kubelet's hostname when the cloud has none.
+        chosen.extend(
+            addresses(node)
+                .iter()
+                .filter(|a| a.type_ == "Hostname")
+                .map(|a| proto::NodeAddress {
+                    r#type: hostname,
+                    address: a.address.clone(),
+                }),
+        );
+    }
+    let desired: Vec<NodeAddress> = chosen
+        .iter()
+        .filter_map(|a| {
+            Some(NodeAddress {
+                type_: address_type_to_k8s(a.r#type)?.to_owned(),
+                address: a.address.clone(),
+            })
+        })
+        .collect();
+    if desired == addresses(node) {
+        return Ok(None);
+    }
+    Ok(Some(desired))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
+    use kube::api::ObjectMeta;
+
+    fn addr(t: NodeAddressType, a: &str) -> proto::NodeAddress {
+        proto::NodeAddress {
+            r#type: t as i32,
+            address: a.into(),
+        }
+    }
+
+    fn tainted(name: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("team".to_string(), "a".to_string())].into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(vec![
+                    Taint {
+                        key: UNINITIALIZED_TAINT.into(),
+                        value: Some("true".into()),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    },
+                    Taint {
+                        key: "dedicated".into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: Some(vec![NodeAddress {
+                    type_: "Hostname".into(),
+                    address: "kubelet-host".into(),
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn meta() -> proto::InstanceMetadata {
+        proto::InstanceMetadata {
+            provider_id: "fake://i-1".into(),
+            instance_type: "m1".into(),
+            zone: "z1".into(),
+            region: "r1".into(),
+            node_addresses: vec![
+                addr(NodeAddressType::InternalIp, "10.0.0.1"),
+                addr(NodeAddressType::InternalIp, "10.0.0.2"),
+                addr(NodeAddressType::ExternalIp, "203.0.113.1"),
+            ],
+            additional_labels: [
+                ("team".to_string(), "b".to_string()),
+                ("example.com/rack".to_string(), "r7".to_string()),
+                ("node.kubernetes.io/evil".to_string(), "x".to_string()),
+                ("sub.k8s.io/evil".to_string(), "x".to_string()),
+            ]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn init_sets_provider_id_labels_and_removes_only_the_uninitialized_taint() {
+        let c = init_changes(&tainted("n1"), &meta()).unwrap();
+        assert_eq!(c.provider_id.as_deref(), Some("fake://i-1"));
+        let keys: Vec<&str> = c.labels.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            vec![
+                LABEL_INSTANCE_TYPE_BETA,
+                "example.com/rack",
+                LABEL_REGION_BETA,
+                LABEL_ZONE_BETA,
+                LABEL_INSTANCE_TYPE,
+                LABEL_REGION,
+                LABEL_ZONE,
+            ]
+        );
+        assert_eq!(c.taints.len(), 1);
+        assert_eq!(c.taints[0].key, "dedicated");
+        // Reserved domains dropped; an existing label never overwritten.
+        assert_eq!(c.dropped_labels.len(), 3, "{:?}", c.dropped_labels);
+        assert!(!c.labels.contains_key("team"));
+    }
+
+    #[test]
+    fn existing_provider_id_is_kept_and_missing_one_is_an_error() {
+        let mut n = tainted("n1");
+        n.spec.as_mut().unwrap().provider_id = Some("fake://own".into());
+        assert_eq!(init_changes(&n, &meta()).unwrap().provider_id, None);
+        let mut m = meta();
+        m.provider_id.clear();
+        assert!(
+            init_changes(&n, &m).is_ok(),
+            "node's own providerID suffices"
+        );
+        assert_eq!(
+            init_changes(&tainted("n2"), &m).unwrap_err().to_string(),
+            "cloud provider does not set node provider ID for node n2"
+        );
+    }
+
+    #[test]
+    fn provided_node_ip_must_match_a_cloud_address() {
+        let mut n = tainted("n1");
+        n.metadata.annotations = Some(
+            [(
+                PROVIDED_NODE_IP_ANNOTATION.to_string(),
+                "10.0.0.2".to_string(),
+            )]
+            .into(),
+        );
+        let want = vec![
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.0.0.2".into(),
+            },
+            NodeAddress {
+                type_: "ExternalIP".into(),
+                address: "203.0.113.1".into(),
+            },
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: "kubelet-host".into(),
+            },
+        ];
+        assert_eq!(
+            desired_addresses(&n, &meta().node_addresses).unwrap(),
+            Some(want)
+        );
+        n.metadata.annotations = Some(
+            [(
+                PROVIDED_NODE_IP_ANNOTATION.to_string(),
+                "10.9.9.9".to_string(),
+            )]
+            .into(),
+        );
+        let err = init_changes(&n, &meta()).unwrap_err().to_string();
+        assert!(err.contains("matches ip: 10.9.9.9"), "{err}");
+        for bad in [
+            "10.0.0.1,10.0.0.2",
+            "x",
+            "10.0.0.1, ::1",
+            "1.1.1.1,::1,2.2.2.2",
+        ] {
+            assert!(parse_provided_ips(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_provided_ips("10.0.0.1,fd00::1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn addresses_are_never_cleared_and_unchanged_lists_are_not_rewritten() {
+        let n = tainted("n1");
+        assert_eq!(desired_addresses(&n, &[]).unwrap(), None);
+        let cloud = vec![addr(NodeAddressType::InternalIp, "10.0.0.1")];
+        let desired = desired_addresses(&n, &cloud).unwrap().unwrap();
+        assert_eq!(desired.len(), 2, "kubelet hostname kept: {desired:?}");
+        let mut done = n.clone();
+        done.status.as_mut().unwrap().addresses = Some(desired);
+        assert_eq!(desired_addresses(&done, &cloud).unwrap(), None);
+    }
+
+    #[test]
+    fn ga_labels_follow_beta_ones() {
+        let mut n = tainted("n1");
+        n.metadata.labels = Some(
+            [
+                (LABEL_ZONE_BETA.to_string(), "z1".to_string()),
+                (LABEL_ZONE.to_string(), "old".to_string()),
+                (LABEL_REGION_BETA.to_string(), "r1".to_string()),
+                (LABEL_REGION.to_string(), "r1".to_string()),
+            ]
+            .into(),
+        );
+        assert_eq!(
+            ga_label_fixes(&n),
+            [(LABEL_ZONE.to_string(), "z1".to_string())].into()
+        );
+    }
+
+    #[test]
+    fn node_refs_carry_identity_and_skip_unknown_address_types() {
+        let mut n = tainted("n1");
+        n.status
+            .as_mut()
+            .unwrap()
+            .addresses
+            .as_mut()
+            .unwrap()
+            .push(NodeAddress {
+                type_: "Weird".into(),
+                address: "x".into(),
+            });
+        let r = node_ref(&n);
+        assert_eq!(r.name, "n1");
+        assert_eq!(r.addresses.len(), 1);
+        assert_eq!(r.labels["team"], "a");
+    }
+}

@@ -1,0 +1,269 @@
+//! Command-line flags: upstream's names and defaults where they exist, plus
+//! ours for the provider connection. Validation errors use upstream's wording.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::duration;
+
+/// The controllers this binary can run, with upstream's canonical names and
+/// aliases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ControllerName {
+    CloudNode,
+    CloudNodeLifecycle,
+    ServiceLb,
+    NodeRoute,
+}
+
+impl ControllerName {
+    pub const ALL: [ControllerName; 4] = [
+        ControllerName::CloudNode,
+        ControllerName::CloudNodeLifecycle,
+        ControllerName::ServiceLb,
+        ControllerName::NodeRoute,
+    ];
+
+    pub fn canonical(self) -> &'static str {
+        match self {
+            ControllerName::CloudNode => "cloud-node-controller",
+            ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle-controller",
+            ControllerName::ServiceLb => "service-lb-controller",
+            ControllerName::NodeRoute => "node-route-controller",
+        }
+    }
+
+    fn alias(self) -> &'static str {
+        match self {
+            ControllerName::CloudNode => "cloud-node",
+            ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle",
+            ControllerName::ServiceLb => "service",
+            ControllerName::NodeRoute => "route",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.canonical() == name || c.alias() == name)
+    }
+}
+
+/// Upstream's `--controllers` semantics: walk the list in order; the first
+/// `name` enables, the first `-name` disables; otherwise enabled only when
+/// `*` is present. So `--controllers=-route` enables nothing.
+pub fn enabled_controllers(list: &[String]) -> Result<Vec<ControllerName>, String> {
+    let mut entries = Vec::new();
+    for raw in list.iter().flat_map(|s| s.split(',')) {
+        let item = raw.trim();
+        if item.is_empty() {
+            continue;
+        }
+        if item == "*" {
+            entries.push((None, true));
+            continue;
+        }
+        let (name, on) = match item.strip_prefix('-') {
+            Some(n) => (n, false),
+            None => (item, true),
+        };
+        let c = ControllerName::parse(name)
+            .ok_or_else(|| format!("{name:?} is not in the list of known controllers"))?;
+        entries.push((Some(c), on));
+    }
+    let star = entries.iter().any(|(c, _)| c.is_none());
+    Ok(ControllerName::ALL
+        .into_iter()
+        .filter(|c| {
+            entries
+                .iter()
+                .find(|(e, _)| *e == Some(*c))
+                .map(|(_, on)| *on)
+                .unwrap_or(star)
+        })
+        .collect())
+}
+
+fn go_duration(s: &str) -> Result<Duration, String> {
+    duration::parse(s)
+}
+
+/// A Kubernetes cloud-controller-manager whose cloud lives in a provider
+/// process reached over gRPC on a Unix socket.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "cloud-controller-manager", version, about, long_about = None)]
+pub struct Options {
+    /// Path to a kubeconfig. Empty: in-cluster configuration, then
+    /// $KUBECONFIG / ~/.kube/config.
+    #[arg(long, default_value = "", help_heading = "Kubernetes")]
+    pub kubeconfig: String,
+
+    /// Name of the cluster; passed to the provider in every load balancer and
+    /// route call.
+    #[arg(long, default_value = "kubernetes", help_heading = "Kubernetes")]
+    pub cluster_name: String,
+
+    /// Controllers to run: '*' for all, 'name' to enable, '-name' to
+    /// disable. Known: cloud-node-controller (cloud-node),
+    /// cloud-node-lifecycle-controller (cloud-node-lifecycle),
+    /// service-lb-controller (service), node-route-controller (route).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "*",
+        help_heading = "Controllers"
+    )]
+    pub controllers: Vec<String>,
+
+    /// How often the lifecycle controller checks NotReady nodes with the
+    /// provider.
+    #[arg(long, default_value = "5s", value_parser = go_duration, help_heading = "Controllers")]
+    pub node_monitor_period: Duration,
+
+    /// How often initialised nodes' addresses are refreshed from the provider.
+    #[arg(long, default_value = "5m", value_parser = go_duration, help_heading = "Controllers")]
+    pub node_status_update_frequency: Duration,
+
+    /// Nodes initialised in parallel.
+    #[arg(long, default_value_t = 1, help_heading = "Controllers")]
+    pub concurrent_node_syncs: i32,
+
+    /// Nodes whose addresses are refreshed in parallel; 0 means
+    /// --concurrent-node-syncs.
+    #[arg(long, default_value_t = 0, help_heading = "Controllers")]
+    pub concurrent_node_status_updates: i32,
+
+    /// Requests per second to the kube-apiserver.
+    #[arg(long, default_value_t = 20.0, help_heading = "Kubernetes")]
+    pub kube_api_qps: f32,
+
+    /// Burst of requests to the kube-apiserver.
+    #[arg(long, default_value_t = 30, help_heading = "Kubernetes")]
+    pub kube_api_burst: u32,
+
+    /// Accepted for compatibility with upstream manifests; the provider is
+    /// whatever answers on --provider-endpoint.
+    #[arg(long, default_value = "", help_heading = "Compatibility")]
+    pub cloud_provider: String,
+
+    /// The provider's gRPC endpoint, a Unix socket.
+    #[arg(
+        long,
+        env = "CLOUD_PROVIDER_ENDPOINT",
+        default_value = ccm_provider_sdk::DEFAULT_ENDPOINT,
+        help_heading = "Provider"
+    )]
+    pub provider_endpoint: String,
+
+    /// Deadline of identity calls (info, capabilities, probe).
+    #[arg(long, default_value = "5s", value_parser = go_duration, help_heading = "Provider")]
+    pub provider_identity_timeout: Duration,
+
+    /// Deadline of provider reads (instances, load balancer status, listings).
+    #[arg(long, default_value = "30s", value_parser = go_duration, help_heading = "Provider")]
+    pub provider_read_timeout: Duration,
+
+    /// Deadline of provider mutations (load balancers, routes).
+    #[arg(long, default_value = "5m", value_parser = go_duration, help_heading = "Provider")]
+    pub provider_mutation_timeout: Duration,
+
+    /// Most provider calls in flight at once, across all controllers.
+    #[arg(long, default_value_t = 64, help_heading = "Provider")]
+    pub provider_max_concurrency: usize,
+
+    /// Log format: plain or json.
+    #[arg(long, default_value = "plain", value_parser = ["plain", "json"], help_heading = "Logging")]
+    pub log_format: String,
+}
+
+impl Options {
+    /// Checks what clap cannot, with upstream's messages.
+    pub fn validate(&self) -> Result<Vec<ControllerName>, String> {
+        if self.concurrent_node_syncs <= 0 {
+            return Err("concurrent-node-syncs must be a positive number".into());
+        }
+        if self.concurrent_node_status_updates < 0 {
+            return Err("concurrent-node-status-updates cannot be a negative number".into());
+        }
+        if self.cluster_name.is_empty() {
+            return Err("--cluster-name cannot be empty".into());
+        }
+        if self.provider_max_concurrency == 0 {
+            return Err("--provider-max-concurrency must be a positive number".into());
+        }
+        ccm_provider_sdk::socket_path(&self.provider_endpoint).map_err(|e| e.to_string())?;
+        enabled_controllers(&self.controllers)
+    }
+
+    pub fn node_status_workers(&self) -> usize {
+        match self.concurrent_node_status_updates {
+            0 => self.concurrent_node_syncs as usize,
+            n => n as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ControllerName::*;
+
+    fn list(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn controller_selection_follows_upstream() {
+        assert_eq!(
+            enabled_controllers(&list(&["*"])).unwrap(),
+            ControllerName::ALL
+        );
+        assert_eq!(
+            enabled_controllers(&list(&["*", "-route"])).unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, ServiceLb]
+        );
+        assert_eq!(enabled_controllers(&list(&["-route"])).unwrap(), vec![]);
+        assert_eq!(
+            enabled_controllers(&list(&["cloud-node", "service-lb-controller"])).unwrap(),
+            vec![CloudNode, ServiceLb]
+        );
+        // The first mention wins.
+        assert_eq!(
+            enabled_controllers(&list(&["-service", "service", "*"])).unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, NodeRoute]
+        );
+        assert_eq!(
+            enabled_controllers(&list(&["*", "bogus"])).unwrap_err(),
+            "\"bogus\" is not in the list of known controllers"
+        );
+    }
+
+    #[test]
+    fn flags_parse_with_upstream_defaults() {
+        let o = Options::try_parse_from(["ccm"]).unwrap();
+        assert_eq!(o.cluster_name, "kubernetes");
+        assert_eq!(o.node_monitor_period, Duration::from_secs(5));
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
+        assert_eq!(o.kube_api_qps, 20.0);
+        assert_eq!(o.kube_api_burst, 30);
+        assert_eq!(o.validate().unwrap(), ControllerName::ALL);
+        let o = Options::try_parse_from(["ccm", "--concurrent-node-syncs=0"]).unwrap();
+        assert_eq!(
+            o.validate().unwrap_err(),
+            "concurrent-node-syncs must be a positive number"
+        );
+        let o = Options::try_parse_from([
+            "ccm",
+            "--controllers=*,-cloud-node",
+            "--node-monitor-period=1m30s",
+        ])
+        .unwrap();
+        assert_eq!(o.node_monitor_period, Duration::from_secs(90));
+        assert_eq!(
+            o.validate().unwrap(),
+            vec![CloudNodeLifecycle, ServiceLb, NodeRoute]
+        );
+        assert!(Options::try_parse_from(["ccm", "--node-monitor-period=5"]).is_err());
+    }
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The main job on a local default: a real kube-apiserver (ccm-testenv), the
+# fake provider, and the cloud-controller-manager running with only its own
+# ClusterRole. Nodes registered the way `kubelet --cloud-provider=external`
+# registers them get initialised; a node whose instance disappears is
+# deleted. Everything is stopped and removed at the end (DEMO_HOLD=1 keeps it
+# running until Ctrl-C). Exits non-zero if anything it shows does not happen.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/target/testenv/bin
+ccm_bin=$root/target/debug
+work=$root/target/demo
+rm -rf "$work"
+mkdir -p "$work"
+
+pids=()
+cleanup() {
+  local code=$?
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[i]}" 2>/dev/null || true
+    wait "${pids[i]}" 2>/dev/null || true
+  done
+  if ((code != 0)); then
+    echo "demo: FAILED (exit $code); logs in $work/*.log" >&2
+    tail -n 20 "$work"/*.log >&2 || true
+  fi
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# wait_until DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds.
+wait_until() {
+  local what=$1 secs=$2
+  shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      echo "demo: timed out after ${secs}s waiting for: $what" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1"
+"$bin/ccm-testenv" --data-dir "$work/apiserver" >"$work/ready.json" 2>"$work/apiserver.log" &
+pids+=($!)
+wait_until "apiserver ready" 120 grep -q ready "$work/ready.json"
+export KUBECONFIG=$work/apiserver/kubeconfig
+k() { "$bin/kubectl" "$@"; }
+k version | sed 's/^/  /'
+
+step "RBAC: the controller runs as kube-system/cloud-controller-manager with deploy/base/clusterrole.yaml"
+k create serviceaccount cloud-controller-manager -n kube-system
+k apply -f "$root/deploy/base/clusterrole.yaml"
+k create clusterrolebinding ccm-rs:cloud-controller-manager \
+  --clusterrole=ccm-rs:cloud-controller-manager --serviceaccount=kube-system:cloud-controller-manager
+cp "$KUBECONFIG" "$work/ccm.kubeconfig"
+KUBECONFIG=$work/ccm.kubeconfig k config set-credentials admin \
+  --token="$(k create token cloud-controller-manager -n kube-system --duration=2h)" >/dev/null
+k auth can-i delete nodes --as=system:serviceaccount:kube-system:cloud-controller-manager
+k auth can-i list secrets --as=system:serviceaccount:kube-system:cloud-controller-manager || true
+
+step "provider: fake-provider on unix://$work/provider.sock (admin API on provider.sock.admin)"
+"$ccm_bin/fake-provider" --endpoint "unix://$work/provider.sock" >"$work/provider.log" 2>&1 &
+pids+=($!)
+wait_until "provider socket" 30 test -S "$work/provider.sock"
+ls -l "$work/provider.sock" | sed 's/^/  /'
+
+step "controller: cloud-controller-manager"
+"$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
+  --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
+  --node-monitor-period=1s >"$work/controller.log" 2>&1 &
+pids+=($!)
+
+step "register 3 nodes as kubelet --cloud-provider=external does (tainted, no providerID)"
+for n in demo-node-1 demo-node-2 demo-node-3; do
+  k apply -f - <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  labels: {kubernetes.io/hostname: $n}
+spec:
+  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
+EOF
+done
+for n in demo-node-1 demo-node-2; do
+  k patch node "$n" --subresource=status --type=merge \
+    -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":null,"lastTransitionTime":null}]}}' >/dev/null
+done
+
+initialised() {
+  local taints
+  taints=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.spec.taints[*].key}{"\n"}{end}')
+  ! grep -q 'node.cloudprovider.kubernetes.io/uninitialized' <<<"$taints" &&
+    [[ $(k get nodes -o jsonpath='{range .items[*]}{.spec.providerID}{"\n"}{end}' | grep -c '^fake://') == 3 ]]
+}
+wait_until "all nodes initialised" 60 initialised
+k get nodes -o wide -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type
+k get nodes -o custom-columns='NAME:.metadata.name,PROVIDER-ID:.spec.providerID,TAINTS:.spec.taints[*].key'
+k get events.events.k8s.io -n default --field-selector reason=Synced -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
+
+step "lifecycle: demo-node-3 is NotReady and its instance is deleted in the cloud"
+curl -sf --unix-socket "$work/provider.sock.admin" -X DELETE http://fake/instances/demo-node-3
+echo
+wait_until "demo-node-3 deleted" 60 bash -c "! '$bin/kubectl' get node demo-node-3"
+k get nodes
+k get events.events.k8s.io -n default --field-selector reason=DeletingNode -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
+
+step "demo passed"
+if [[ ${DEMO_HOLD:-} == 1 ]]; then
+  echo "Holding; Ctrl-C stops everything. Try:  export KUBECONFIG=$KUBECONFIG; $bin/kubectl get nodes"
+  wait
+fi

@@ -1,0 +1,129 @@
+//! InstancesService cases.
+
+use ccm_provider_sdk::proto::{
+    ErrorReason, InstanceExistence, InstanceExistsRequest, InstanceMetadataRequest,
+    InstanceShutdownRequest, InstanceShutdownState,
+};
+use ccm_provider_sdk::validate;
+use tonic::Code;
+
+use crate::ctx::{CaseResult, Ctx, Reasons, check, expect_error, fail, ok, once};
+
+const NOT_FOUND: Reasons<'static> = Reasons::Required(&[ErrorReason::InstanceNotFound]);
+
+pub(super) async fn exists_known_node(cx: &Ctx) -> CaseResult {
+    cx.known_node().await.map(|_| ())
+}
+
+pub(super) async fn exists_missing_node(cx: &Ctx) -> CaseResult {
+    let node = cx.missing_node();
+    let r = ok(
+        "InstanceExists(missing node)",
+        once!(
+            cx,
+            instances.instance_exists(InstanceExistsRequest {
+                node: Some(node.clone())
+            })
+        ),
+    )?;
+    match InstanceExistence::try_from(r.existence) {
+        Ok(InstanceExistence::NotExists) => Ok(()),
+        Ok(InstanceExistence::Unspecified) => fail!(
+            "InstanceExists({}): expected NOT_EXISTS, got UNSPECIFIED (0); an unset answer must never stand for \"no\"",
+            node.provider_id
+        ),
+        Ok(InstanceExistence::Exists) => fail!(
+            "InstanceExists({}): expected NOT_EXISTS for an instance that cannot exist, got EXISTS",
+            node.provider_id
+        ),
+        Err(_) => fail!(
+            "InstanceExists({}): expected NOT_EXISTS, got unknown value {}",
+            node.provider_id,
+            r.existence
+        ),
+    }
+}
+
+pub(super) async fn shutdown_known_node(cx: &Ctx) -> CaseResult {
+    let node = cx.known_node().await?;
+    let r = ok(
+        "InstanceShutdown(known node)",
+        once!(
+            cx,
+            instances.instance_shutdown(InstanceShutdownRequest {
+                node: Some(node.clone())
+            })
+        ),
+    )?;
+    match InstanceShutdownState::try_from(r.state) {
+        Ok(InstanceShutdownState::Running | InstanceShutdownState::ShutDown) => Ok(()),
+        _ => fail!(
+            "InstanceShutdown({}): expected RUNNING or SHUT_DOWN, got {}",
+            node.name,
+            r.state
+        ),
+    }
+}
+
+pub(super) async fn metadata_known_node(cx: &Ctx) -> CaseResult {
+    let node = cx.known_node().await?;
+    let r = ok(
+        "InstanceMetadata(known node)",
+        once!(
+            cx,
+            instances.instance_metadata(InstanceMetadataRequest {
+                node: Some(node.clone())
+            })
+        ),
+    )?;
+    let Some(m) = r.metadata else {
+        fail!(
+            "InstanceMetadata({}): expected metadata to be set, got unset",
+            node.name
+        );
+    };
+    let prefix = format!("{}://", cx.info.provider_id_scheme);
+    check!(
+        m.provider_id.len() > prefix.len() && m.provider_id.starts_with(&prefix),
+        "InstanceMetadata({}).provider_id: expected \"{prefix}<id>\", got {:?}",
+        node.name,
+        m.provider_id
+    );
+    if let Err(v) = validate::node_addresses("metadata.node_addresses", &m.node_addresses) {
+        fail!("InstanceMetadata({}): invalid address: {v}", node.name);
+    }
+    if let Err(v) = validate::labels("metadata.additional_labels", &m.additional_labels) {
+        fail!("InstanceMetadata({}): invalid label: {v}", node.name);
+    }
+    Ok(())
+}
+
+pub(super) async fn shutdown_missing_node(cx: &Ctx) -> CaseResult {
+    let r = once!(
+        cx,
+        instances.instance_shutdown(InstanceShutdownRequest {
+            node: Some(cx.missing_node())
+        })
+    );
+    expect_error(
+        "InstanceShutdown(missing node)",
+        r,
+        &[Code::NotFound],
+        NOT_FOUND,
+    )
+}
+
+pub(super) async fn metadata_missing_node(cx: &Ctx) -> CaseResult {
+    let r = once!(
+        cx,
+        instances.instance_metadata(InstanceMetadataRequest {
+            node: Some(cx.missing_node())
+        })
+    );
+    expect_error(
+        "InstanceMetadata(missing node)",
+        r,
+        &[Code::NotFound],
+        NOT_FOUND,
+    )
+}

@@ -1,0 +1,357 @@
+//! LoadBalancerService cases. Each case uses its own synthetic Service
+//! (uid keyed by the run id) and deletes what it created.
+
+use std::time::Duration;
+
+use ccm_provider_sdk::MAX_MESSAGE_BYTES;
+use ccm_provider_sdk::proto::{
+    EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerRequest, GetLoadBalancerNameRequest,
+    GetLoadBalancerRequest, ListLoadBalancersRequest, LoadBalancerExistence, LoadBalancerStatus,
+    LoadBalancerSummary, NodeRef, Service, UpdateLoadBalancerRequest,
+    ensure_load_balancer_response, update_load_balancer_response,
+};
+use ccm_provider_sdk::validate;
+use prost::Message;
+
+use crate::ctx::{CaseResult, Ctx, Verdict, check, fail, ok, rpc};
+
+/// Idempotency repetitions.
+const REPEAT: usize = 10;
+
+/// Ensures until the status has an ingress point (an empty one means "ask
+/// again later"); the case timeout bounds the wait.
+async fn ensure_ready(
+    cx: &Ctx,
+    s: &Service,
+    nodes: Vec<NodeRef>,
+) -> CaseResult<LoadBalancerStatus> {
+    cx.track_service(s);
+    let msg = EnsureLoadBalancerRequest {
+        cluster_name: cx.cluster.clone(),
+        service: Some(s.clone()),
+        nodes,
+    };
+    loop {
+        let r = ok(
+            "EnsureLoadBalancer",
+            rpc!(cx, lb.ensure_load_balancer(msg.clone())),
+        )?;
+        let status = check_ensure(r.result)?;
+        if !status.ingress.is_empty() {
+            return Ok(status);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn check_ensure(
+    result: Option<ensure_load_balancer_response::Result>,
+) -> CaseResult<LoadBalancerStatus> {
+    match result {
+        None => fail!(
+            "EnsureLoadBalancer: expected result status or implemented_elsewhere, got neither"
+        ),
+        Some(ensure_load_balancer_response::Result::ImplementedElsewhere(e)) => {
+            Err(Verdict::Skip(format!(
+                "provider answered ImplementedElsewhere for the synthetic Service: {}",
+                e.message
+            )))
+        }
+        Some(ensure_load_balancer_response::Result::Status(s)) => {
+            if let Err(v) = validate::load_balancer_status("status", &s) {
+                fail!("EnsureLoadBalancer: invalid status: {v}");
+            }
+            Ok(s)
+        }
+    }
+}
+
+/// `(existence, status)` of the Service's load balancer.
+async fn get(cx: &Ctx, s: &Service) -> CaseResult<(i32, Option<LoadBalancerStatus>)> {
+    let r = ok(
+        "GetLoadBalancer",
+        rpc!(
+            cx,
+            lb.get_load_balancer(GetLoadBalancerRequest {
+                cluster_name: cx.cluster.clone(),
+                service: Some(s.clone()),
+            })
+        ),
+    )?;
+    Ok((r.existence, r.status))
+}
+
+async fn expect_not_exists(cx: &Ctx, s: &Service, when: &str) -> CaseResult {
+    let (existence, _) = get(cx, s).await?;
+    check!(
+        existence == LoadBalancerExistence::NotExists as i32,
+        "GetLoadBalancer {when}: expected NOT_EXISTS (2), got {existence}"
+    );
+    Ok(())
+}
+
+async fn delete(cx: &Ctx, s: &Service, what: &str) -> CaseResult {
+    ok(
+        what,
+        rpc!(
+            cx,
+            lb.ensure_load_balancer_deleted(EnsureLoadBalancerDeletedRequest {
+                cluster_name: cx.cluster.clone(),
+                service: Some(s.clone()),
+            })
+        ),
+    )?;
+    Ok(())
+}
+
+/// Deletes the Service's load balancer and confirms it is gone.
+async fn delete_confirmed(cx: &Ctx, s: &Service) -> CaseResult {
+    delete(cx, s, "EnsureLoadBalancerDeleted").await?;
+    expect_not_exists(cx, s, "after EnsureLoadBalancerDeleted").await?;
+    cx.untrack_service(s);
+    Ok(())
+}
+
+pub(super) async fn get_before_ensure(cx: &Ctx) -> CaseResult {
+    let s = cx.service("get-before");
+    expect_not_exists(cx, &s, "before EnsureLoadBalancer").await
+}
+
+pub(super) async fn ensure_returns_ingress(cx: &Ctx) -> CaseResult {
+    let s = cx.service("ensure");
+    ensure_ready(cx, &s, cx.nodes(0..3)).await?;
+    delete_confirmed(cx, &s).await
+}
+
+pub(super) async fn ensure_idempotent(cx: &Ctx) -> CaseResult {
+    let s = cx.service("ensure-idempotent");
+    let nodes = cx.nodes(0..3);
+    let first = ensure_ready(cx, &s, nodes.clone()).await?;
+    let msg = EnsureLoadBalancerRequest {
+        cluster_name: cx.cluster.clone(),
+        service: Some(s.clone()),
+        nodes,
+    };
+    for i in 1..=REPEAT {
+        let r = ok(
+            &format!("EnsureLoadBalancer repeat {i}"),
+            rpc!(cx, lb.ensure_load_balancer(msg.clone())),
+        )?;
+        let status = check_ensure(r.result)?;
+        check!(
+            status == first,
+            "EnsureLoadBalancer repeat {i} with the same input: expected the same status {first:?}, got {status:?}"
+        );
+    }
+    delete_confirmed(cx, &s).await
+}
+
+pub(super) async fn get_after_ensure(cx: &Ctx) -> CaseResult {
+    let s = cx.service("get-after");
+    let ensured = ensure_ready(cx, &s, cx.nodes(0..3)).await?;
+    let (existence, status) = get(cx, &s).await?;
+    check!(
+        existence == LoadBalancerExistence::Exists as i32,
+        "GetLoadBalancer after EnsureLoadBalancer: expected EXISTS (1), got {existence}"
+    );
+    check!(
+        status.as_ref() == Some(&ensured),
+        "GetLoadBalancer after EnsureLoadBalancer: expected status {ensured:?}, got {status:?}"
+    );
+    delete_confirmed(cx, &s).await
+}
+
+async fn lb_name(cx: &Ctx, s: &Service) -> CaseResult<String> {
+    let r = ok(
+        "GetLoadBalancerName",
+        rpc!(
+            cx,
+            lb.get_load_balancer_name(GetLoadBalancerNameRequest {
+                cluster_name: cx.cluster.clone(),
+                service: Some(s.clone()),
+            })
+        ),
+    )?;
+    check!(
+        !r.name.is_empty(),
+        "GetLoadBalancerName: expected a non-empty name, got \"\""
+    );
+    Ok(r.name)
+}
+
+pub(super) async fn name_deterministic(cx: &Ctx) -> CaseResult {
+    let s = cx.service("name");
+    let first = lb_name(cx, &s).await?;
+    for i in 1..3 {
+        let again = lb_name(cx, &s).await?;
+        check!(
+            again == first,
+            "GetLoadBalancerName call {}: expected {first:?} as before, got {again:?}",
+            i + 1
+        );
+    }
+    // A pure function of (cluster_name, uid, annotations): other fields
+    // must not matter.
+    let mut other = s.clone();
+    other.name.push_str("-renamed");
+    other
+        .labels
+        .insert("conformance.ccm-rs.io/x".into(), "y".into());
+    other.ports[0].port = 8080;
+    let again = lb_name(cx, &other).await?;
+    check!(
+        again == first,
+        "GetLoadBalancerName for the same uid and annotations but another name, labels and ports: expected {first:?}, got {again:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn update_changed_nodes(cx: &Ctx) -> CaseResult {
+    let s = cx.service("update");
+    ensure_ready(cx, &s, cx.nodes(0..3)).await?;
+    let r = ok(
+        "UpdateLoadBalancer",
+        rpc!(
+            cx,
+            lb.update_load_balancer(UpdateLoadBalancerRequest {
+                cluster_name: cx.cluster.clone(),
+                service: Some(s.clone()),
+                nodes: cx.nodes(1..5),
+            })
+        ),
+    )?;
+    match r.result {
+        Some(update_load_balancer_response::Result::Updated(_)) => {}
+        other => fail!(
+            "UpdateLoadBalancer with a changed node set: expected result updated, got {other:?}"
+        ),
+    }
+    let (existence, _) = get(cx, &s).await?;
+    check!(
+        existence == LoadBalancerExistence::Exists as i32,
+        "GetLoadBalancer after UpdateLoadBalancer: expected EXISTS (1), got {existence}"
+    );
+    delete_confirmed(cx, &s).await
+}
+
+pub(super) async fn delete_idempotent(cx: &Ctx) -> CaseResult {
+    let s = cx.service("delete-idempotent");
+    ensure_ready(cx, &s, cx.nodes(0..2)).await?;
+    for i in 1..=REPEAT {
+        delete(
+            cx,
+            &s,
+            &format!("EnsureLoadBalancerDeleted call {i} of {REPEAT}"),
+        )
+        .await?;
+    }
+    expect_not_exists(cx, &s, "after EnsureLoadBalancerDeleted").await?;
+    cx.untrack_service(&s);
+    Ok(())
+}
+
+pub(super) async fn delete_never_created(cx: &Ctx) -> CaseResult {
+    let s = cx.service("never-created");
+    delete(
+        cx,
+        &s,
+        "EnsureLoadBalancerDeleted for a Service that never had a load balancer",
+    )
+    .await?;
+    expect_not_exists(cx, &s, "after EnsureLoadBalancerDeleted").await
+}
+
+/// 5,000 nodes with labels: more than gRPC's default 4 MiB, well under the
+/// contract's 16 MiB.
+pub(super) async fn large_message(cx: &Ctx) -> CaseResult {
+    let s = cx.service("large");
+    let nodes: Vec<NodeRef> = (0..5000)
+        .map(|i| {
+            let mut n = cx.node(i);
+            for l in 0..10 {
+                n.labels.insert(
+                    format!("conformance.ccm-rs.io/label-{l:02}-padding-padding-padding"),
+                    format!("{i:08}-{}", "v".repeat(50)),
+                );
+            }
+            n
+        })
+        .collect();
+    let msg = EnsureLoadBalancerRequest {
+        cluster_name: cx.cluster.clone(),
+        service: Some(s.clone()),
+        nodes: nodes.clone(),
+    };
+    let size = msg.encoded_len();
+    check!(
+        size > 4 * 1024 * 1024 && size < MAX_MESSAGE_BYTES,
+        "suite bug: large message is {size} bytes, expected between 4 MiB and 16 MiB"
+    );
+    ensure_ready(cx, &s, nodes).await?;
+    delete_confirmed(cx, &s).await
+}
+
+/// Every entry of a listing with `page_size`, checking page bounds.
+async fn list_all(cx: &Ctx, page_size: i32) -> CaseResult<Vec<LoadBalancerSummary>> {
+    let mut out = Vec::new();
+    let mut token = String::new();
+    let mut tokens = std::collections::HashSet::new();
+    loop {
+        let r = ok(
+            &format!("ListLoadBalancers(page_size {page_size})"),
+            rpc!(
+                cx,
+                lb.list_load_balancers(ListLoadBalancersRequest {
+                    cluster_name: cx.cluster.clone(),
+                    page_size,
+                    page_token: token.clone(),
+                })
+            ),
+        )?;
+        check!(
+            page_size == 0 || r.load_balancers.len() <= page_size as usize,
+            "ListLoadBalancers(page_size {page_size}): expected at most {page_size} entries per page, got {}",
+            r.load_balancers.len()
+        );
+        out.extend(r.load_balancers);
+        if r.next_page_token.is_empty() {
+            return Ok(out);
+        }
+        check!(
+            tokens.insert(r.next_page_token.clone()) && tokens.len() < 10_000,
+            "ListLoadBalancers(page_size {page_size}): next_page_token {:?} repeats or pages never end",
+            r.next_page_token
+        );
+        token = r.next_page_token;
+    }
+}
+
+pub(super) async fn list_contains_once(cx: &Ctx) -> CaseResult {
+    let s = cx.service("list");
+    ensure_ready(cx, &s, cx.nodes(0..2)).await?;
+    let name = lb_name(cx, &s).await?;
+    for page_size in [1, 2, 3, 0] {
+        let all = list_all(cx, page_size).await?;
+        let ours: Vec<_> = all.iter().filter(|e| e.service_uid == s.uid).collect();
+        check!(
+            ours.len() == 1,
+            "ListLoadBalancers(page_size {page_size}): expected the load balancer of uid {} exactly once, got {} times",
+            s.uid,
+            ours.len()
+        );
+        check!(
+            ours[0].name == name,
+            "ListLoadBalancers(page_size {page_size}): expected name {name:?} (GetLoadBalancerName), got {:?}",
+            ours[0].name
+        );
+    }
+    delete_confirmed(cx, &s).await?;
+    let all = list_all(cx, 0).await?;
+    let n = all.iter().filter(|e| e.service_uid == s.uid).count();
+    check!(
+        n == 0,
+        "ListLoadBalancers after EnsureLoadBalancerDeleted: expected uid {} gone, got it {n} times",
+        s.uid
+    );
+    Ok(())
+}

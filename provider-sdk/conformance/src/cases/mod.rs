@@ -1,0 +1,119 @@
+//! The registry: one table of (name, required capabilities, function).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use ccm_provider_sdk::proto::Capability;
+
+use crate::Outcome;
+use crate::ctx::{CaseResult, Ctx, Verdict};
+
+mod identity;
+mod instances;
+mod loadbalancer;
+mod other;
+mod routes;
+mod validation;
+
+type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
+type CaseFn = for<'a> fn(&'a Ctx) -> CaseFuture<'a>;
+
+/// One conformance case.
+pub struct Case {
+    /// Stable name, `<area>/<what>`; focus and skip filters match it.
+    pub name: &'static str,
+    /// Capabilities the provider must advertise; otherwise the case is
+    /// skipped with "provider lacks CAPABILITY_X".
+    pub capabilities: &'static [Capability],
+    run: CaseFn,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .field("capabilities", &self.capabilities)
+            .finish()
+    }
+}
+
+macro_rules! case {
+    ($name:literal, [$($cap:ident),*], $f:path) => {
+        Case {
+            name: $name,
+            capabilities: &[$(Capability::$cap),*],
+            run: |cx| Box::pin($f(cx)),
+        }
+    };
+}
+
+/// Every case, in execution order.
+#[rustfmt::skip]
+pub static CASES: &[Case] = &[
+    // Identity and transport.
+    case!("identity/provider-info-valid", [], identity::provider_info_valid),
+    case!("identity/capabilities-valid", [], identity::capabilities_valid),
+    case!("identity/probe-state-specified", [], identity::probe_state_specified),
+    case!("identity/health-serving", [], identity::health_serving),
+    case!("identity/unadvertised-services-unimplemented", [], identity::unadvertised_unimplemented),
+    case!("transport/authority-localhost", [], identity::authority_localhost),
+    case!("transport/authority-arbitrary", [], identity::authority_arbitrary),
+    // Instances.
+    case!("instances/exists-known-node", [Instances], instances::exists_known_node),
+    case!("instances/exists-missing-node", [Instances], instances::exists_missing_node),
+    case!("instances/shutdown-known-node", [Instances], instances::shutdown_known_node),
+    case!("instances/metadata-known-node", [Instances], instances::metadata_known_node),
+    case!("instances/shutdown-missing-node", [Instances], instances::shutdown_missing_node),
+    case!("instances/metadata-missing-node", [Instances], instances::metadata_missing_node),
+    // Request validation.
+    case!("validation/instance-exists-without-node", [Instances], validation::instance_exists_without_node),
+    case!("validation/instance-exists-empty-node-name", [Instances], validation::instance_exists_empty_node_name),
+    case!("validation/instance-metadata-without-node", [Instances], validation::instance_metadata_without_node),
+    case!("validation/ensure-lb-without-service", [LoadBalancers], validation::ensure_lb_without_service),
+    case!("validation/ensure-lb-empty-cluster-name", [LoadBalancers], validation::ensure_lb_empty_cluster_name),
+    case!("validation/ensure-lb-unspecified-protocol", [LoadBalancers], validation::ensure_lb_unspecified_protocol),
+    case!("validation/ensure-lb-unknown-protocol", [LoadBalancers], validation::ensure_lb_unknown_protocol),
+    case!("validation/ensure-lb-unspecified-traffic-policy", [LoadBalancers], validation::ensure_lb_unspecified_traffic_policy),
+    case!("validation/ensure-lb-invalid-source-range", [LoadBalancers], validation::ensure_lb_invalid_source_range),
+    case!("validation/ensure-lb-oversize-annotations", [LoadBalancers], validation::ensure_lb_oversize_annotations),
+    case!("validation/create-route-without-route", [Routes], validation::create_route_without_route),
+    case!("validation/create-route-invalid-cidr", [Routes], validation::create_route_invalid_cidr),
+    // Load balancers.
+    case!("loadbalancer/get-before-ensure-not-exists", [LoadBalancers], loadbalancer::get_before_ensure),
+    case!("loadbalancer/ensure-returns-ingress", [LoadBalancers], loadbalancer::ensure_returns_ingress),
+    case!("loadbalancer/ensure-idempotent", [LoadBalancers], loadbalancer::ensure_idempotent),
+    case!("loadbalancer/get-after-ensure-exists", [LoadBalancers], loadbalancer::get_after_ensure),
+    case!("loadbalancer/name-deterministic", [LoadBalancers], loadbalancer::name_deterministic),
+    case!("loadbalancer/update-changed-nodes", [LoadBalancers], loadbalancer::update_changed_nodes),
+    case!("loadbalancer/delete-idempotent", [LoadBalancers], loadbalancer::delete_idempotent),
+    case!("loadbalancer/delete-never-created", [LoadBalancers], loadbalancer::delete_never_created),
+    case!("loadbalancer/large-message", [LoadBalancers], loadbalancer::large_message),
+    case!("loadbalancer/list-contains-once", [LoadBalancers, ListLoadBalancers], loadbalancer::list_contains_once),
+    // Routes.
+    case!("routes/create-idempotent", [Routes], routes::create_idempotent),
+    case!("routes/list-contains-once", [Routes], routes::list_contains_once),
+    case!("routes/create-conflicting", [Routes], routes::create_conflicting),
+    case!("routes/delete-idempotent", [Routes], routes::delete_idempotent),
+    case!("routes/delete-never-created", [Routes], routes::delete_never_created),
+    // Zones and clusters.
+    case!("zones/by-node-name-known", [Zones], other::zone_by_node_name_known),
+    case!("zones/by-node-name-missing", [Zones], other::zone_by_node_name_missing),
+    case!("zones/by-provider-id-missing", [Zones], other::zone_by_provider_id_missing),
+    case!("clusters/list-valid", [Clusters], other::list_clusters_valid),
+    case!("clusters/master-valid", [Clusters], other::master_valid),
+];
+
+pub(crate) async fn run_case(cx: &Ctx, case: &Case) -> Outcome {
+    if let Some(cap) = case.capabilities.iter().find(|c| !cx.has(**c)) {
+        return Outcome::Skipped(format!("provider lacks {}", cap.as_str_name()));
+    }
+    match tokio::time::timeout(cx.config.case_timeout, (case.run)(cx)).await {
+        Err(_) => Outcome::Failed(format!(
+            "did not finish within {:?}",
+            cx.config.case_timeout
+        )),
+        Ok(Ok(())) => Outcome::Passed,
+        Ok(Err(Verdict::Fail(why))) => Outcome::Failed(why),
+        Ok(Err(Verdict::Skip(why))) => Outcome::Skipped(why),
+    }
+}

@@ -1,0 +1,228 @@
+//! RoutesService cases. Each case uses its own /28 from 100.64.0.0/10
+//! chosen by the run id, targets existing (known) nodes, and deletes what
+//! it created.
+
+use ccm_provider_sdk::proto::{
+    Capability, CreateRouteRequest, DeleteRouteRequest, ErrorReason, InstanceMetadataRequest,
+    ListRoutesRequest, Route,
+};
+use tonic::Code;
+
+use crate::ctx::{CaseResult, Ctx, Reasons, check, expect_error, ok, once, rpc};
+
+const REPEAT: usize = 10;
+
+/// A route of this run to an existing node (clouds route only to
+/// instances): the known node, or the second known node when `second`.
+/// Returns (name_hint, route).
+async fn route(cx: &Ctx, cidr: &str, second: bool) -> CaseResult<(String, Route)> {
+    let node = if second {
+        cx.second_known_node().await?
+    } else {
+        cx.known_node().await?
+    };
+    let mut addresses = Vec::new();
+    if cx.has(Capability::RoutesTargetNodeAddresses) && cx.has(Capability::Instances) {
+        let r = once!(
+            cx,
+            instances.instance_metadata(InstanceMetadataRequest {
+                node: Some(node.clone())
+            })
+        );
+        if let Ok(r) = r {
+            addresses = r.metadata.map(|m| m.node_addresses).unwrap_or_default();
+        }
+    }
+    let hint = if node.uid.is_empty() {
+        format!("conformance-uid-{}", node.name)
+    } else {
+        node.uid.clone()
+    };
+    Ok((
+        hint,
+        Route {
+            target_node: node.name,
+            target_node_addresses: addresses,
+            destination_cidr: cidr.to_owned(),
+            ..Default::default()
+        },
+    ))
+}
+
+async fn create(cx: &Ctx, hint: &str, r: &Route, what: &str) -> CaseResult {
+    cx.track_route(r);
+    ok(
+        what,
+        rpc!(
+            cx,
+            routes.create_route(CreateRouteRequest {
+                cluster_name: cx.cluster.clone(),
+                name_hint: hint.to_owned(),
+                route: Some(r.clone()),
+            })
+        ),
+    )?;
+    Ok(())
+}
+
+async fn delete(cx: &Ctx, r: &Route, what: &str) -> CaseResult {
+    ok(
+        what,
+        rpc!(
+            cx,
+            routes.delete_route(DeleteRouteRequest {
+                cluster_name: cx.cluster.clone(),
+                route: Some(r.clone()),
+            })
+        ),
+    )?;
+    Ok(())
+}
+
+/// Every route of the cluster with `page_size`, checking page bounds.
+async fn list_all(cx: &Ctx, page_size: i32) -> CaseResult<Vec<Route>> {
+    let mut out = Vec::new();
+    let mut token = String::new();
+    let mut tokens = std::collections::HashSet::new();
+    loop {
+        let r = ok(
+            &format!("ListRoutes(page_size {page_size})"),
+            rpc!(
+                cx,
+                routes.list_routes(ListRoutesRequest {
+                    cluster_name: cx.cluster.clone(),
+                    page_size,
+                    page_token: token.clone(),
+                })
+            ),
+        )?;
+        check!(
+            page_size == 0 || r.routes.len() <= page_size as usize,
+            "ListRoutes(page_size {page_size}): expected at most {page_size} routes per page, got {}",
+            r.routes.len()
+        );
+        out.extend(r.routes);
+        if r.next_page_token.is_empty() {
+            return Ok(out);
+        }
+        check!(
+            tokens.insert(r.next_page_token.clone()) && tokens.len() < 10_000,
+            "ListRoutes(page_size {page_size}): next_page_token {:?} repeats or pages never end",
+            r.next_page_token
+        );
+        token = r.next_page_token;
+    }
+}
+
+async fn count_listed(cx: &Ctx, cidr: &str, page_size: i32) -> CaseResult<Vec<Route>> {
+    Ok(list_all(cx, page_size)
+        .await?
+        .into_iter()
+        .filter(|r| r.destination_cidr == cidr)
+        .collect())
+}
+
+pub(super) async fn create_idempotent(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    create(cx, &hint, &r, "CreateRoute").await?;
+    for i in 1..=REPEAT {
+        create(
+            cx,
+            &hint,
+            &r,
+            &format!("CreateRoute repeat {i} of an identical route"),
+        )
+        .await?;
+    }
+    let listed = count_listed(cx, &cidr, 0).await?;
+    check!(
+        listed.len() == 1,
+        "ListRoutes after {} identical CreateRoute calls: expected {cidr} once, got {} times",
+        REPEAT + 1,
+        listed.len()
+    );
+    delete(cx, &r, "DeleteRoute").await?;
+    cx.untrack_route(&r);
+    Ok(())
+}
+
+pub(super) async fn list_contains_once(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    create(cx, &hint, &r, "CreateRoute").await?;
+    for page_size in [1, 2, 0] {
+        let listed = count_listed(cx, &cidr, page_size).await?;
+        check!(
+            listed.len() == 1,
+            "ListRoutes(page_size {page_size}): expected {cidr} exactly once, got {} times",
+            listed.len()
+        );
+        check!(
+            listed[0].target_node == r.target_node && !listed[0].blackhole,
+            "ListRoutes(page_size {page_size}): expected {cidr} -> {} (not blackhole), got {:?}",
+            r.target_node,
+            listed[0]
+        );
+    }
+    delete(cx, &r, "DeleteRoute").await?;
+    cx.untrack_route(&r);
+    Ok(())
+}
+
+pub(super) async fn create_conflicting(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    create(cx, &hint, &r, "CreateRoute").await?;
+    let (other_hint, other) = route(cx, &cidr, true).await?;
+    let res = once!(
+        cx,
+        routes.create_route(CreateRouteRequest {
+            cluster_name: cx.cluster.clone(),
+            name_hint: other_hint,
+            route: Some(other),
+        })
+    );
+    expect_error(
+        "CreateRoute for a CIDR already routed to another node",
+        res,
+        &[Code::AlreadyExists, Code::FailedPrecondition],
+        Reasons::Required(&[ErrorReason::ConflictingResource]),
+    )?;
+    let listed = count_listed(cx, &cidr, 0).await?;
+    check!(
+        listed.len() == 1 && listed[0].target_node == r.target_node,
+        "ListRoutes after a conflicting CreateRoute: expected {cidr} -> {} only, got {listed:?}",
+        r.target_node
+    );
+    delete(cx, &r, "DeleteRoute").await?;
+    cx.untrack_route(&r);
+    Ok(())
+}
+
+pub(super) async fn delete_idempotent(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    create(cx, &hint, &r, "CreateRoute").await?;
+    for i in 1..=REPEAT {
+        delete(cx, &r, &format!("DeleteRoute call {i} of {REPEAT}")).await?;
+    }
+    let listed = count_listed(cx, &cidr, 0).await?;
+    check!(
+        listed.is_empty(),
+        "ListRoutes after DeleteRoute: expected {cidr} gone, got {listed:?}"
+    );
+    cx.untrack_route(&r);
+    Ok(())
+}
+
+pub(super) async fn delete_never_created(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    // Deleting needs no existing target node.
+    let r = Route {
+        target_node: cx.node(1).name,
+        destination_cidr: cidr,
+        ..Default::default()
+    };
+    delete(cx, &r, "DeleteRoute for a route that never existed").await
+}

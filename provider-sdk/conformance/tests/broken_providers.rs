@@ -1,0 +1,388 @@
+//! Proof the suite can fail: a provider written against the RAW generated
+//! tonic server traits (the SDK makes these bugs impossible), correct by
+//! default, with one deliberate bug switched on per test. Each test asserts
+//! the exact set of failing case names.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ccm_provider_sdk::proto::{
+    self, Capability, EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerDeletedResponse,
+    EnsureLoadBalancerRequest, EnsureLoadBalancerResponse, GetLoadBalancerNameRequest,
+    GetLoadBalancerNameResponse, GetLoadBalancerRequest, GetLoadBalancerResponse,
+    GetProviderCapabilitiesRequest, GetProviderCapabilitiesResponse, GetProviderInfoRequest,
+    GetProviderInfoResponse, InstanceExistence, InstanceExistsRequest, InstanceExistsResponse,
+    InstanceMetadata, InstanceMetadataRequest, InstanceMetadataResponse, InstanceShutdownRequest,
+    InstanceShutdownResponse, InstanceShutdownState, ListLoadBalancersRequest,
+    ListLoadBalancersResponse, LoadBalancerExistence, LoadBalancerIngress, LoadBalancerStatus,
+    LoadBalancerUpdated, NodeAddress, NodeAddressType, NodeRef, ProbeRequest, ProbeResponse,
+    ProbeState, UpdateLoadBalancerRequest, UpdateLoadBalancerResponse,
+    ensure_load_balancer_response, identity_service_server, instances_service_server,
+    load_balancer_service_server, update_load_balancer_response,
+};
+use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError, validate};
+use tonic::{Request, Response, Status};
+
+const KNOWN_NODE: &str = "conformance-node-1";
+
+#[derive(Clone, Copy, Default)]
+struct Bugs {
+    /// (a) InstanceExists answers UNSPECIFIED (0) for unknown nodes.
+    unspecified_existence: bool,
+    /// (b) EnsureLoadBalancerDeleted answers NOT_FOUND when nothing exists.
+    delete_not_found: bool,
+    /// (c) InstanceMetadata answers INTERNAL for a missing instance.
+    metadata_internal: bool,
+    /// (d) No request validation: missing REQUIRED fields are accepted.
+    no_validation: bool,
+}
+
+#[derive(Clone, Default)]
+struct RawCloud {
+    bugs: Bugs,
+    lbs: Arc<Mutex<HashMap<(String, String), LoadBalancerStatus>>>,
+}
+
+fn invalid(v: validate::Violation) -> Status {
+    ProviderError::invalid_request(v.field, v.problem).to_status()
+}
+
+impl RawCloud {
+    fn node(&self, node: &Option<NodeRef>) -> Result<NodeRef, Status> {
+        if self.bugs.no_validation {
+            return Ok(node.clone().unwrap_or_default());
+        }
+        validate::node_ref("node", node).map_err(invalid)
+    }
+
+    fn known(node: &NodeRef) -> bool {
+        node.name == KNOWN_NODE || node.provider_id == format!("raw://{KNOWN_NODE}")
+    }
+
+    /// (cluster, uid) after validation.
+    fn key(
+        &self,
+        cluster: &str,
+        service: &Option<proto::Service>,
+    ) -> Result<(String, String), Status> {
+        if !self.bugs.no_validation {
+            validate::name("cluster_name", cluster).map_err(invalid)?;
+            validate::service("service", service).map_err(invalid)?;
+        }
+        let uid = service.as_ref().map(|s| s.uid.clone()).unwrap_or_default();
+        Ok((cluster.to_owned(), uid))
+    }
+
+    fn status_for(uid: &str) -> LoadBalancerStatus {
+        let h = uid
+            .bytes()
+            .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+        LoadBalancerStatus {
+            ingress: vec![LoadBalancerIngress {
+                ip: format!("203.0.113.{}", h % 250 + 1),
+                ..Default::default()
+            }],
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl identity_service_server::IdentityService for RawCloud {
+    async fn get_provider_info(
+        &self,
+        _: Request<GetProviderInfoRequest>,
+    ) -> Result<Response<GetProviderInfoResponse>, Status> {
+        Ok(Response::new(GetProviderInfoResponse {
+            name: "raw".into(),
+            vendor_version: "0.0.1".into(),
+            provider_id_scheme: "raw".into(),
+            contract_version: "1.0.0".into(),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_provider_capabilities(
+        &self,
+        _: Request<GetProviderCapabilitiesRequest>,
+    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetProviderCapabilitiesResponse {
+            capabilities: vec![
+                Capability::Instances as i32,
+                Capability::LoadBalancers as i32,
+            ],
+            annotations: None,
+        }))
+    }
+
+    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        Ok(Response::new(ProbeResponse {
+            state: ProbeState::Ready as i32,
+            message: String::new(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl instances_service_server::InstancesService for RawCloud {
+    async fn instance_exists(
+        &self,
+        req: Request<InstanceExistsRequest>,
+    ) -> Result<Response<InstanceExistsResponse>, Status> {
+        let node = self.node(&req.get_ref().node)?;
+        let existence = if Self::known(&node) {
+            InstanceExistence::Exists as i32
+        } else if self.bugs.unspecified_existence {
+            // The "bool-like" bug: false/absent encoded as the zero value.
+            0
+        } else {
+            InstanceExistence::NotExists as i32
+        };
+        Ok(Response::new(InstanceExistsResponse { existence }))
+    }
+
+    async fn instance_shutdown(
+        &self,
+        req: Request<InstanceShutdownRequest>,
+    ) -> Result<Response<InstanceShutdownResponse>, Status> {
+        let node = self.node(&req.get_ref().node)?;
+        if !Self::known(&node) {
+            return Err(ProviderError::instance_not_found("no such instance").to_status());
+        }
+        Ok(Response::new(InstanceShutdownResponse {
+            state: InstanceShutdownState::Running as i32,
+        }))
+    }
+
+    async fn instance_metadata(
+        &self,
+        req: Request<InstanceMetadataRequest>,
+    ) -> Result<Response<InstanceMetadataResponse>, Status> {
+        let node = self.node(&req.get_ref().node)?;
+        if !Self::known(&node) {
+            if self.bugs.metadata_internal {
+                return Err(Status::internal("lookup failed: instance not found"));
+            }
+            return Err(ProviderError::instance_not_found("no such instance").to_status());
+        }
+        Ok(Response::new(InstanceMetadataResponse {
+            metadata: Some(InstanceMetadata {
+                provider_id: format!("raw://{KNOWN_NODE}"),
+                node_addresses: vec![NodeAddress {
+                    r#type: NodeAddressType::InternalIp as i32,
+                    address: "10.0.0.1".into(),
+                }],
+                ..Default::default()
+            }),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl load_balancer_service_server::LoadBalancerService for RawCloud {
+    async fn get_load_balancer(
+        &self,
+        req: Request<GetLoadBalancerRequest>,
+    ) -> Result<Response<GetLoadBalancerResponse>, Status> {
+        let r = req.get_ref();
+        let key = self.key(&r.cluster_name, &r.service)?;
+        let status = self.lbs.lock().unwrap().get(&key).cloned();
+        Ok(Response::new(GetLoadBalancerResponse {
+            existence: if status.is_some() {
+                LoadBalancerExistence::Exists as i32
+            } else {
+                LoadBalancerExistence::NotExists as i32
+            },
+            status,
+        }))
+    }
+
+    async fn get_load_balancer_name(
+        &self,
+        req: Request<GetLoadBalancerNameRequest>,
+    ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
+        let r = req.get_ref();
+        let (_, uid) = self.key(&r.cluster_name, &r.service)?;
+        Ok(Response::new(GetLoadBalancerNameResponse {
+            name: format!("raw-{}", uid.replace('-', "")),
+        }))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        req: Request<EnsureLoadBalancerRequest>,
+    ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
+        let r = req.get_ref();
+        let key = self.key(&r.cluster_name, &r.service)?;
+        if !self.bugs.no_validation {
+            validate::node_refs("nodes", &r.nodes).map_err(invalid)?;
+        }
+        let status = Self::status_for(&key.1);
+        self.lbs.lock().unwrap().insert(key, status.clone());
+        Ok(Response::new(EnsureLoadBalancerResponse {
+            result: Some(ensure_load_balancer_response::Result::Status(status)),
+            warnings: vec![],
+        }))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        req: Request<UpdateLoadBalancerRequest>,
+    ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
+        let r = req.get_ref();
+        self.key(&r.cluster_name, &r.service)?;
+        Ok(Response::new(UpdateLoadBalancerResponse {
+            result: Some(update_load_balancer_response::Result::Updated(
+                LoadBalancerUpdated {},
+            )),
+            warnings: vec![],
+        }))
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        req: Request<EnsureLoadBalancerDeletedRequest>,
+    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
+        let r = req.get_ref();
+        let key = self.key(&r.cluster_name, &r.service)?;
+        let existed = self.lbs.lock().unwrap().remove(&key).is_some();
+        if !existed && self.bugs.delete_not_found {
+            return Err(Status::not_found("load balancer not found"));
+        }
+        Ok(Response::new(EnsureLoadBalancerDeletedResponse {
+            warnings: vec![],
+        }))
+    }
+
+    async fn list_load_balancers(
+        &self,
+        _: Request<ListLoadBalancersRequest>,
+    ) -> Result<Response<ListLoadBalancersResponse>, Status> {
+        Err(Status::unimplemented("listing is not supported"))
+    }
+}
+
+fn serve(bugs: Bugs) -> common::Served {
+    let cloud = RawCloud {
+        bugs,
+        ..Default::default()
+    };
+    let (_, health) = tonic_health::server::health_reporter();
+    let routes = tonic::service::Routes::new(identity_service_server::IdentityServiceServer::new(
+        cloud.clone(),
+    ))
+    .add_service(
+        instances_service_server::InstancesServiceServer::new(cloud.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES),
+    )
+    .add_service(
+        load_balancer_service_server::LoadBalancerServiceServer::new(cloud)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES),
+    )
+    .add_service(health);
+    common::serve_routes(routes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raw_provider_without_bugs_passes() {
+    let served = serve(Bugs::default());
+    let report = served.run().await;
+    common::assert_failed(&report, &[]);
+    // Nothing was left behind, so there was nothing to clean up.
+    assert_eq!(report.get("cleanup"), None);
+    assert!(report.passed() > 30, "{}", report.summary_line());
+    assert_eq!(
+        report.get("routes/create-idempotent"),
+        Some(&ccm_provider_conformance::Outcome::Skipped(
+            "provider lacks CAPABILITY_ROUTES".into()
+        ))
+    );
+    assert_eq!(
+        report.get("loadbalancer/list-contains-once"),
+        Some(&ccm_provider_conformance::Outcome::Skipped(
+            "provider lacks CAPABILITY_LIST_LOAD_BALANCERS".into()
+        ))
+    );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bool_like_instance_exists_fails() {
+    let served = serve(Bugs {
+        unspecified_existence: true,
+        ..Default::default()
+    });
+    let report = served.run().await;
+    common::assert_failed(&report, &["instances/exists-missing-node"]);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_idempotent_delete_fails() {
+    let served = serve(Bugs {
+        delete_not_found: true,
+        ..Default::default()
+    });
+    let report = served.run().await;
+    common::assert_failed(
+        &report,
+        &[
+            "loadbalancer/delete-idempotent",
+            "loadbalancer/delete-never-created",
+            // The suite's own final delete of the Service it saw fail.
+            "cleanup",
+        ],
+    );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_error_code_for_missing_instance_fails() {
+    let served = serve(Bugs {
+        metadata_internal: true,
+        ..Default::default()
+    });
+    let report = served.run().await;
+    common::assert_failed(&report, &["instances/metadata-missing-node"]);
+    let Some(ccm_provider_conformance::Outcome::Failed(why)) =
+        report.get("instances/metadata-missing-node")
+    else {
+        panic!("not failed");
+    };
+    assert!(
+        why.contains("expected code NotFound") && why.contains("Internal"),
+        "{why}"
+    );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_missing_required_fields_fails() {
+    let served = serve(Bugs {
+        no_validation: true,
+        ..Default::default()
+    });
+    let report = served.run().await;
+    common::assert_failed(
+        &report,
+        &[
+            "validation/instance-exists-without-node",
+            "validation/instance-exists-empty-node-name",
+            "validation/instance-metadata-without-node",
+            "validation/ensure-lb-without-service",
+            "validation/ensure-lb-empty-cluster-name",
+            "validation/ensure-lb-unspecified-protocol",
+            "validation/ensure-lb-unknown-protocol",
+            "validation/ensure-lb-unspecified-traffic-policy",
+            "validation/ensure-lb-invalid-source-range",
+            "validation/ensure-lb-oversize-annotations",
+        ],
+    );
+    // The suite deleted what the provider wrongly created, by uid.
+    assert_eq!(
+        report.get("cleanup"),
+        Some(&ccm_provider_conformance::Outcome::Passed)
+    );
+    served.stop().await;
+}

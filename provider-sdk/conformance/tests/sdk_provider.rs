@@ -1,0 +1,342 @@
+//! A correct minimal provider written with the SDK passes every case it
+//! advertises, and the cases it does not advertise are skipped.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use ccm_provider_conformance::Outcome;
+use ccm_provider_sdk::proto::{
+    InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
+    NodeRef, Route, Service, Warning, Zone,
+};
+use ccm_provider_sdk::{
+    CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
+    LoadBalancers, ProviderError, ProviderInfo, ProviderResult, ProviderServer, Routes,
+    ShutdownState, Zones, default_load_balancer_name,
+};
+
+/// Keyed by (cluster name, Service uid or destination CIDR).
+type Table<V> = Arc<Mutex<BTreeMap<(String, String), V>>>;
+
+#[derive(Clone, Default)]
+struct Tiny {
+    lbs: Table<(Service, LoadBalancerStatus)>,
+    routes: Table<Route>,
+}
+
+fn known(name: &str, provider_id: &str) -> bool {
+    ["conformance-node-1", "conformance-node-2"]
+        .iter()
+        .any(|n| name == *n || provider_id == format!("tiny://{n}"))
+}
+
+impl Identity for Tiny {
+    fn info(&self) -> ProviderInfo {
+        ProviderInfo {
+            name: "tiny".into(),
+            vendor_version: "0.1.0".into(),
+            provider_id_scheme: "tiny".into(),
+            ..Default::default()
+        }
+    }
+}
+
+impl Instances for Tiny {
+    async fn instance_exists(&self, _: CallContext, node: NodeRef) -> ProviderResult<Existence> {
+        Ok(if known(&node.name, &node.provider_id) {
+            Existence::Exists
+        } else {
+            Existence::NotExists
+        })
+    }
+
+    async fn instance_shutdown(&self, _: CallContext, n: NodeRef) -> ProviderResult<ShutdownState> {
+        known(&n.name, &n.provider_id)
+            .then_some(ShutdownState::Running)
+            .ok_or_else(|| ProviderError::instance_not_found("no such instance"))
+    }
+
+    async fn instance_metadata(
+        &self,
+        _: CallContext,
+        n: NodeRef,
+    ) -> ProviderResult<InstanceMetadata> {
+        if !known(&n.name, &n.provider_id) {
+            return Err(ProviderError::instance_not_found("no such instance"));
+        }
+        Ok(InstanceMetadata {
+            provider_id: "tiny://conformance-node-1".into(),
+            node_addresses: vec![NodeAddress {
+                r#type: NodeAddressType::InternalIp as i32,
+                address: "10.0.0.1".into(),
+            }],
+            zone: "tiny-a".into(),
+            region: "tiny".into(),
+            ..Default::default()
+        })
+    }
+}
+
+impl LoadBalancers for Tiny {
+    async fn get_load_balancer(
+        &self,
+        _: CallContext,
+        cluster: String,
+        s: Service,
+    ) -> ProviderResult<Option<LoadBalancerStatus>> {
+        Ok(self
+            .lbs
+            .lock()
+            .unwrap()
+            .get(&(cluster, s.uid))
+            .map(|(_, st)| st.clone()))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _: CallContext,
+        cluster: String,
+        s: Service,
+        _: Vec<NodeRef>,
+    ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
+        let mut lbs = self.lbs.lock().unwrap();
+        let n = lbs.len() as u8;
+        let entry = lbs.entry((cluster, s.uid.clone())).or_insert_with(|| {
+            (
+                s.clone(),
+                LoadBalancerStatus {
+                    ingress: vec![LoadBalancerIngress {
+                        ip: format!("198.51.100.{}", n % 250 + 1),
+                        ..Default::default()
+                    }],
+                },
+            )
+        });
+        Ok(LbAnswer::done(entry.1.clone()))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _: CallContext,
+        _: String,
+        _: Service,
+        _: Vec<NodeRef>,
+    ) -> ProviderResult<LbAnswer<()>> {
+        Ok(LbAnswer::done(()))
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _: CallContext,
+        cluster: String,
+        s: Service,
+    ) -> ProviderResult<Vec<Warning>> {
+        self.lbs.lock().unwrap().remove(&(cluster, s.uid));
+        Ok(vec![])
+    }
+
+    async fn list_load_balancers(
+        &self,
+        _: CallContext,
+        cluster: String,
+    ) -> ProviderResult<Vec<LoadBalancerEntry>> {
+        Ok(self
+            .lbs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((c, _), _)| *c == cluster)
+            .map(|((c, uid), (s, st))| LoadBalancerEntry {
+                name: default_load_balancer_name(c, uid),
+                service_uid: uid.clone(),
+                service_namespace: s.namespace.clone(),
+                service_name: s.name.clone(),
+                status: Some(st.clone()),
+            })
+            .collect())
+    }
+
+    fn supports_listing(&self) -> bool {
+        true
+    }
+}
+
+impl Routes for Tiny {
+    async fn list_routes(&self, _: CallContext, cluster: String) -> ProviderResult<Vec<Route>> {
+        Ok(self
+            .routes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((c, _), _)| *c == cluster)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn create_route(
+        &self,
+        _: CallContext,
+        cluster: String,
+        hint: String,
+        mut route: Route,
+    ) -> ProviderResult<Route> {
+        let mut routes = self.routes.lock().unwrap();
+        let key = (cluster, route.destination_cidr.clone());
+        if let Some(existing) = routes.get(&key) {
+            if existing.target_node != route.target_node {
+                return Err(ProviderError::conflicting_resource(format!(
+                    "{} is routed to {}",
+                    route.destination_cidr, existing.target_node
+                )));
+            }
+            return Ok(existing.clone());
+        }
+        route.name = format!("route-{hint}");
+        routes.insert(key, route.clone());
+        Ok(route)
+    }
+
+    async fn delete_route(
+        &self,
+        _: CallContext,
+        cluster: String,
+        route: Route,
+    ) -> ProviderResult<()> {
+        self.routes
+            .lock()
+            .unwrap()
+            .remove(&(cluster, route.destination_cidr));
+        Ok(())
+    }
+}
+
+impl Zones for Tiny {
+    async fn zone_by_provider_id(&self, _: CallContext, id: String) -> ProviderResult<Zone> {
+        if !known("", &id) {
+            return Err(ProviderError::instance_not_found("no such instance"));
+        }
+        Ok(Zone {
+            failure_domain: "tiny-a".into(),
+            region: "tiny".into(),
+        })
+    }
+
+    async fn zone_by_node_name(&self, _: CallContext, name: String) -> ProviderResult<Zone> {
+        if !known(&name, "") {
+            return Err(ProviderError::instance_not_found("no such instance"));
+        }
+        Ok(Zone {
+            failure_domain: "tiny-a".into(),
+            region: "tiny".into(),
+        })
+    }
+}
+
+impl Clusters for Tiny {
+    async fn list_clusters(&self, _: CallContext) -> ProviderResult<Vec<String>> {
+        Ok(vec!["tiny-cluster".into()])
+    }
+
+    async fn master(&self, _: CallContext, _: String) -> ProviderResult<String> {
+        Ok("10.0.0.100".into())
+    }
+}
+
+async fn serve(full: bool) -> (common::Served, Tiny) {
+    let tiny = Tiny::default();
+    let t = tiny.clone();
+    let served = common::serve_with(move |endpoint, rx| async move {
+        let mut server = ProviderServer::new(t.clone())
+            .with_instances(t.clone())
+            .with_load_balancers(t.clone());
+        if full {
+            server = server
+                .with_routes(t.clone())
+                .with_zones(t.clone())
+                .with_clusters(t);
+        }
+        server
+            .serve(&endpoint, async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("serve");
+    })
+    .await;
+    (served, tiny)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correct_sdk_provider_passes_every_advertised_case() {
+    let (served, tiny) = serve(true).await;
+    let report = served.run().await;
+    common::assert_failed(&report, &[]);
+    // Everything is advertised, so only the "unadvertised" case is skipped.
+    assert_eq!(
+        report.skipped_names(),
+        vec!["identity/unadvertised-services-unimplemented"],
+        "{}",
+        report.summary_line()
+    );
+    // The suite left nothing behind.
+    assert!(tiny.lbs.lock().unwrap().is_empty());
+    assert!(tiny.routes.lock().unwrap().is_empty());
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unadvertised_services_are_skipped_by_capability() {
+    let (served, _) = serve(false).await;
+    let report = served.run().await;
+    common::assert_failed(&report, &[]);
+    assert_eq!(
+        report.get("routes/create-conflicting"),
+        Some(&Outcome::Skipped("provider lacks CAPABILITY_ROUTES".into()))
+    );
+    assert_eq!(
+        report.get("zones/by-node-name-known"),
+        Some(&Outcome::Skipped("provider lacks CAPABILITY_ZONES".into()))
+    );
+    assert_eq!(
+        report.get("identity/unadvertised-services-unimplemented"),
+        Some(&Outcome::Passed)
+    );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_and_known_node_option() {
+    let (served, _) = serve(false).await;
+    let mut config = served.config();
+    config.focus = vec!["instances/".into()];
+    config.skip = vec!["missing".into()];
+    config.nodes = vec!["not-a-node".into()];
+    let report = ccm_provider_conformance::run(config).await;
+    let names: Vec<_> = report.results.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "instances/exists-known-node",
+            "instances/shutdown-known-node",
+            "instances/metadata-known-node",
+        ]
+    );
+    // An explicit --node that does not exist fails rather than skips.
+    assert_eq!(report.failed(), 3, "{:?}", report.results);
+    assert_eq!(report.summary_line(), "0 passed, 3 failed, 0 skipped");
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_endpoint_fails_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config =
+        ccm_provider_conformance::Config::new(format!("unix://{}/none.sock", dir.path().display()));
+    config.focus = vec!["identity/".into()];
+    let report = ccm_provider_conformance::run(config).await;
+    assert_eq!(report.passed(), 0);
+    assert_eq!(report.failed(), report.results.len());
+    assert!(report.failed() >= 4);
+}

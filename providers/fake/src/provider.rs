@@ -1,0 +1,252 @@
+//! The SDK traits, implemented by routing every call through
+//! [`FakeCloud::call`] (faults + call log) into the synchronous state.
+
+use std::collections::BTreeMap;
+
+use ccm_provider_sdk::proto::{
+    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Warning, Zone,
+};
+use ccm_provider_sdk::{
+    CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
+    LoadBalancers, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState, Zones,
+    cluster_scoped_load_balancer_name,
+};
+
+use crate::state::{ANNOTATION_PREFIX, KNOWN_ANNOTATIONS, PROVIDER_ID_SCHEME};
+use crate::{FakeCloud, Method};
+
+impl Identity for FakeCloud {
+    fn info(&self) -> ProviderInfo {
+        let config = self.config();
+        ProviderInfo {
+            name: "fake".to_owned(),
+            vendor_version: env!("CARGO_PKG_VERSION").to_owned(),
+            provider_id_scheme: PROVIDER_ID_SCHEME.to_owned(),
+            has_cluster_id: Some(true),
+            manifest: BTreeMap::from([
+                ("region".to_owned(), config.region),
+                ("zone".to_owned(), config.zone),
+                ("lb_ip_pool".to_owned(), config.lb_ip_pool),
+            ]),
+        }
+    }
+
+    fn annotation_schema(&self) -> AnnotationSchema {
+        AnnotationSchema {
+            prefixes: vec![ANNOTATION_PREFIX.to_owned()],
+            known_keys: KNOWN_ANNOTATIONS.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    async fn probe(&self, ctx: CallContext) -> ProviderResult<Readiness> {
+        self.call(Method::Probe, &ctx, |s| Ok(s.readiness.clone()))
+            .await
+    }
+}
+
+impl Instances for FakeCloud {
+    async fn instance_exists(&self, ctx: CallContext, node: NodeRef) -> ProviderResult<Existence> {
+        self.call(Method::InstanceExists, &ctx, |s| {
+            Ok(if s.instance_exists(&node) {
+                Existence::Exists
+            } else {
+                Existence::NotExists
+            })
+        })
+        .await
+    }
+
+    async fn instance_shutdown(
+        &self,
+        ctx: CallContext,
+        node: NodeRef,
+    ) -> ProviderResult<ShutdownState> {
+        self.call(Method::InstanceShutdown, &ctx, |s| {
+            Ok(if s.instance_shutdown(&node)? {
+                ShutdownState::ShutDown
+            } else {
+                ShutdownState::Running
+            })
+        })
+        .await
+    }
+
+    async fn instance_metadata(
+        &self,
+        ctx: CallContext,
+        node: NodeRef,
+    ) -> ProviderResult<InstanceMetadata> {
+        self.call(Method::InstanceMetadata, &ctx, |s| {
+            s.instance_metadata(&node)
+        })
+        .await
+    }
+}
+
+impl LoadBalancers for FakeCloud {
+    async fn get_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> ProviderResult<Option<LoadBalancerStatus>> {
+        self.call(Method::GetLoadBalancer, &ctx, |s| {
+            Ok(s.get_lb(&cluster_name, &service))
+        })
+        .await
+    }
+
+    async fn get_load_balancer_name(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> ProviderResult<String> {
+        self.call(Method::GetLoadBalancerName, &ctx, |_| {
+            Ok(cluster_scoped_load_balancer_name(
+                &cluster_name,
+                &service.uid,
+            ))
+        })
+        .await
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<NodeRef>,
+    ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
+        self.call(Method::EnsureLoadBalancer, &ctx, |s| {
+            s.ensure_lb(&cluster_name, &service, &nodes)
+        })
+        .await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<NodeRef>,
+    ) -> ProviderResult<LbAnswer<()>> {
+        self.call(Method::UpdateLoadBalancer, &ctx, |s| {
+            s.update_lb(&cluster_name, &service, &nodes)
+        })
+        .await
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        service: Service,
+    ) -> ProviderResult<Vec<Warning>> {
+        self.call(Method::EnsureLoadBalancerDeleted, &ctx, |s| {
+            s.delete_lb(&cluster_name, &service);
+            Ok(Vec::new())
+        })
+        .await
+    }
+
+    async fn list_load_balancers(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+    ) -> ProviderResult<Vec<LoadBalancerEntry>> {
+        self.call(Method::ListLoadBalancers, &ctx, |s| {
+            Ok(s.list_lbs(&cluster_name))
+        })
+        .await
+    }
+
+    fn supports_listing(&self) -> bool {
+        true
+    }
+}
+
+impl Routes for FakeCloud {
+    async fn list_routes(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+    ) -> ProviderResult<Vec<Route>> {
+        self.call(Method::ListRoutes, &ctx, |s| {
+            Ok(s.list_routes(&cluster_name))
+        })
+        .await
+    }
+
+    async fn create_route(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        name_hint: String,
+        route: Route,
+    ) -> ProviderResult<Route> {
+        self.call(Method::CreateRoute, &ctx, |s| {
+            s.create_route(&cluster_name, &name_hint, &route)
+        })
+        .await
+    }
+
+    async fn delete_route(
+        &self,
+        ctx: CallContext,
+        cluster_name: String,
+        route: Route,
+    ) -> ProviderResult<()> {
+        self.call(Method::DeleteRoute, &ctx, |s| {
+            s.delete_route(&cluster_name, &route);
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl Zones for FakeCloud {
+    async fn zone_by_provider_id(
+        &self,
+        ctx: CallContext,
+        provider_id: String,
+    ) -> ProviderResult<Zone> {
+        // Only an id is known: the node name defaults to it if the instance
+        // has to be auto-created.
+        let name = provider_id
+            .split_once("://")
+            .map_or(provider_id.as_str(), |(_, id)| id)
+            .to_owned();
+        let node = NodeRef {
+            name,
+            provider_id,
+            ..Default::default()
+        };
+        self.call(Method::GetZoneByProviderId, &ctx, |s| s.zone_of(&node))
+            .await
+    }
+
+    async fn zone_by_node_name(&self, ctx: CallContext, node_name: String) -> ProviderResult<Zone> {
+        let node = NodeRef {
+            name: node_name,
+            ..Default::default()
+        };
+        self.call(Method::GetZoneByNodeName, &ctx, |s| s.zone_of(&node))
+            .await
+    }
+}
+
+impl Clusters for FakeCloud {
+    async fn list_clusters(&self, ctx: CallContext) -> ProviderResult<Vec<String>> {
+        self.call(Method::ListClusters, &ctx, |s| {
+            Ok(s.config.cluster_names.clone())
+        })
+        .await
+    }
+
+    /// The fake's "control plane" is always local.
+    async fn master(&self, ctx: CallContext, _cluster_name: String) -> ProviderResult<String> {
+        self.call(Method::Master, &ctx, |_| Ok("127.0.0.1".to_owned()))
+            .await
+    }
+}

@@ -1,0 +1,1126 @@
+//! The fake cloud itself: instances, load balancers, routes and the IP pool,
+//! as plain synchronous data. Everything here behaves like a *correct*
+//! cloud; misbehaviour lives in [`crate::faults`]. Keeping this free of
+//! async and gRPC makes the semantics unit-testable in isolation.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr};
+
+use ccm_provider_sdk::proto::{
+    InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
+    NodeRef, PortStatus, Protocol, Route, Service, Warning, Zone,
+};
+use ccm_provider_sdk::{
+    LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
+    cluster_scoped_load_balancer_name,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// The providerID scheme, and the prefix of every providerID the fake sets.
+pub const PROVIDER_ID_SCHEME: &str = "fake";
+const PROVIDER_ID_PREFIX: &str = "fake://";
+
+/// The annotation prefix the fake owns; unknown keys under it get a warning.
+pub const ANNOTATION_PREFIX: &str = "fake.ccm-rs.io/";
+/// `"true"` or `"false"`: whether the load balancer is internal.
+pub const ANNOTATION_INTERNAL: &str = "fake.ccm-rs.io/internal";
+/// An absolute HTTP path (starting with `/`) for the health check.
+pub const ANNOTATION_HEALTH_CHECK_PATH: &str = "fake.ccm-rs.io/health-check-path";
+/// Every annotation key the fake reads.
+pub const KNOWN_ANNOTATIONS: [&str; 2] = [ANNOTATION_INTERNAL, ANNOTATION_HEALTH_CHECK_PATH];
+
+/// How the fake cloud starts. `Default` is what the binary uses without
+/// flags: auto-created instances, a TEST-NET-1 address pool, one cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FakeConfig {
+    /// Whether an unknown node name gets an instance on first lookup, so
+    /// any cluster "just works" without declaring its nodes.
+    pub auto_create_instances: bool,
+    pub zone: String,
+    pub region: String,
+    pub instance_type: String,
+    /// The IPv4 CIDR load balancer addresses come from; the network address,
+    /// the first host (gateway) and the broadcast address are never used.
+    pub lb_ip_pool: String,
+    /// What `ListClusters` answers.
+    pub cluster_names: Vec<String>,
+    /// Load balancer classes another controller handles: Services with one
+    /// of them are answered "implemented elsewhere".
+    pub implemented_elsewhere_classes: Vec<String>,
+    /// Instances that exist from the start.
+    pub instances: Vec<InstanceSpec>,
+    /// How many calls the call log keeps (oldest dropped first).
+    pub call_log_capacity: usize,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            auto_create_instances: true,
+            zone: "fake-zone-a".to_owned(),
+            region: "fake-region".to_owned(),
+            instance_type: "fake.medium".to_owned(),
+            lb_ip_pool: "192.0.2.0/24".to_owned(),
+            cluster_names: vec!["kubernetes".to_owned()],
+            implemented_elsewhere_classes: Vec::new(),
+            instances: Vec::new(),
+            call_log_capacity: 10_000,
+        }
+    }
+}
+
+/// The kind of an instance address, spelled as Kubernetes spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AddressType {
+    Hostname,
+    #[serde(rename = "InternalIP")]
+    InternalIp,
+    #[serde(rename = "ExternalIP")]
+    ExternalIp,
+    InternalDNS,
+    ExternalDNS,
+}
+
+impl AddressType {
+    fn to_proto(self) -> NodeAddressType {
+        match self {
+            AddressType::Hostname => NodeAddressType::Hostname,
+            AddressType::InternalIp => NodeAddressType::InternalIp,
+            AddressType::ExternalIp => NodeAddressType::ExternalIp,
+            AddressType::InternalDNS => NodeAddressType::InternalDns,
+            AddressType::ExternalDNS => NodeAddressType::ExternalDns,
+        }
+    }
+}
+
+/// One address of an instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Address {
+    #[serde(rename = "type")]
+    pub kind: AddressType,
+    pub address: String,
+}
+
+/// An instance to declare (instances file, admin API, [`crate::FakeCloud`]).
+/// Unset fields take the configured defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstanceSpec {
+    /// The node name the instance answers to.
+    pub name: String,
+    /// The cloud id (providerID `fake://<id>`); defaults to the name.
+    pub id: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub region: Option<String>,
+    /// Empty means "allocate": an InternalIP from 10.0.0.0/8 and a Hostname.
+    pub addresses: Vec<Address>,
+    /// Extra node labels (`InstanceMetadata.additional_labels`).
+    pub labels: BTreeMap<String, String>,
+    pub shutdown: bool,
+}
+
+impl InstanceSpec {
+    /// A spec with only a name; everything else defaulted.
+    pub fn named(name: impl Into<String>) -> Self {
+        InstanceSpec {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// An instance as the cloud knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub name: String,
+    pub id: String,
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub region: String,
+    pub addresses: Vec<Address>,
+    pub labels: BTreeMap<String, String>,
+    pub shutdown: bool,
+    /// Whether it was created by a lookup rather than declared.
+    pub auto_created: bool,
+}
+
+impl Instance {
+    fn metadata(&self) -> InstanceMetadata {
+        InstanceMetadata {
+            provider_id: self.provider_id.clone(),
+            instance_type: self.instance_type.clone(),
+            node_addresses: self
+                .addresses
+                .iter()
+                .map(|a| NodeAddress {
+                    r#type: a.kind.to_proto() as i32,
+                    address: a.address.clone(),
+                })
+                .collect(),
+            zone: self.zone.clone(),
+            region: self.region.clone(),
+            additional_labels: self.labels.clone().into_iter().collect(),
+        }
+    }
+}
+
+/// One port of a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LbPort {
+    pub name: String,
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    pub port: i32,
+    pub node_port: i32,
+}
+
+/// A load balancer as the cloud knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadBalancer {
+    pub cluster_name: String,
+    pub service_uid: String,
+    pub service_namespace: String,
+    pub service_name: String,
+    /// The cloud name (`cluster_scoped_load_balancer_name`).
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub ports: Vec<LbPort>,
+    /// Node names receiving traffic, sorted.
+    pub backends: Vec<String>,
+    pub source_ranges: Vec<String>,
+    pub internal: bool,
+    pub health_check_path: Option<String>,
+    /// The Service's annotations under [`ANNOTATION_PREFIX`].
+    pub annotations: BTreeMap<String, String>,
+    /// Bumped on every change, so tests can tell an idempotent call (no
+    /// bump) from a rewrite that happened to produce the same state.
+    pub generation: u64,
+}
+
+impl LoadBalancer {
+    fn status(&self) -> LoadBalancerStatus {
+        LoadBalancerStatus {
+            ingress: vec![LoadBalancerIngress {
+                ip: self.ip.to_string(),
+                ports: self
+                    .ports
+                    .iter()
+                    .map(|p| PortStatus {
+                        port: p.port,
+                        protocol: protocol_from_name(&p.protocol) as i32,
+                        error: String::new(),
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+        }
+    }
+}
+
+/// A route as the cloud knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    pub cluster_name: String,
+    pub name: String,
+    pub target_node: String,
+    pub destination_cidr: String,
+}
+
+/// Everything the cloud holds, for assertions (`GET /state`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateDump {
+    pub instances: Vec<Instance>,
+    /// Names and ids removed on purpose; they stay gone under auto-create.
+    pub removed: Vec<String>,
+    pub load_balancers: Vec<LoadBalancer>,
+    pub routes: Vec<RouteRecord>,
+    /// Load balancer addresses in use.
+    pub allocated_ips: Vec<Ipv4Addr>,
+}
+
+/// The usable addresses of an IPv4 CIDR.
+#[derive(Debug, Clone)]
+pub(crate) struct IpPool {
+    first: u32,
+    last: u32,
+    used: BTreeSet<u32>,
+}
+
+impl IpPool {
+    pub(crate) fn parse(cidr: &str) -> Result<Self, Error> {
+        let bad = |why: &str| Error::InvalidPool(cidr.to_owned(), why.to_owned());
+        let (addr, prefix) = cidr
+            .split_once('/')
+            .ok_or_else(|| bad("not address/prefix"))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| bad("not an IPv4 address"))?;
+        let prefix: u32 = prefix.parse().map_err(|_| bad("bad prefix length"))?;
+        if prefix > 30 {
+            return Err(bad(
+                "prefix must be /30 or shorter to have usable addresses",
+            ));
+        }
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        };
+        let network = u32::from(addr) & mask;
+        let broadcast = network | !mask;
+        Ok(IpPool {
+            first: network + 2,
+            last: broadcast - 1,
+            used: BTreeSet::new(),
+        })
+    }
+
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        (self.first..=self.last).contains(&u32::from(ip))
+    }
+
+    fn is_free(&self, ip: Ipv4Addr) -> bool {
+        self.contains(ip) && !self.used.contains(&u32::from(ip))
+    }
+
+    fn take(&mut self, ip: Ipv4Addr) {
+        self.used.insert(u32::from(ip));
+    }
+
+    fn release(&mut self, ip: Ipv4Addr) {
+        self.used.remove(&u32::from(ip));
+    }
+
+    /// The lowest free address, so allocation is deterministic.
+    fn allocate(&mut self) -> Option<Ipv4Addr> {
+        let ip = (self.first..=self.last).find(|a| !self.used.contains(a))?;
+        self.used.insert(ip);
+        Some(Ipv4Addr::from(ip))
+    }
+
+    fn allocated(&self) -> Vec<Ipv4Addr> {
+        self.used.iter().map(|a| Ipv4Addr::from(*a)).collect()
+    }
+}
+
+/// The whole cloud.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) config: FakeConfig,
+    pub(crate) readiness: Readiness,
+    pool: IpPool,
+    /// By node name.
+    instances: BTreeMap<String, Instance>,
+    /// Cloud id to node name.
+    ids: HashMap<String, String>,
+    removed: BTreeSet<String>,
+    next_address: u32,
+    lbs: BTreeMap<(String, String), LoadBalancer>,
+    routes: BTreeMap<(String, String), RouteRecord>,
+}
+
+/// The parsed load balancer options of a Service.
+struct LbOptions {
+    internal: bool,
+    health_check_path: Option<String>,
+    annotations: BTreeMap<String, String>,
+}
+
+fn lb_options(service: &Service) -> ProviderResult<(LbOptions, Vec<Warning>)> {
+    let mut warnings = Vec::new();
+    let mut internal = false;
+    let mut health_check_path = None;
+    let mut annotations = BTreeMap::new();
+    for (key, value) in &service.annotations {
+        if !key.starts_with(ANNOTATION_PREFIX) {
+            continue;
+        }
+        annotations.insert(key.clone(), value.clone());
+        match key.as_str() {
+            ANNOTATION_INTERNAL => {
+                internal = match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(ProviderError::invalid_annotation(
+                            key,
+                            format!("{value:?} is not \"true\" or \"false\""),
+                        ));
+                    }
+                }
+            }
+            ANNOTATION_HEALTH_CHECK_PATH => {
+                if !value.starts_with('/') {
+                    return Err(ProviderError::invalid_annotation(
+                        key,
+                        format!("{value:?} is not an absolute path (must start with \"/\")"),
+                    ));
+                }
+                health_check_path = Some(value.clone());
+            }
+            _ => warnings.push(Warning {
+                reason: "AnnotationIgnored".to_owned(),
+                message: format!(
+                    "annotation {key} is not known to the fake cloud; known keys: {}",
+                    KNOWN_ANNOTATIONS.join(", ")
+                ),
+            }),
+        }
+    }
+    // HashMap iteration order must not leak into the answer.
+    warnings.sort_by(|a, b| a.message.cmp(&b.message));
+    Ok((
+        LbOptions {
+            internal,
+            health_check_path,
+            annotations,
+        },
+        warnings,
+    ))
+}
+
+fn protocol_name(p: i32) -> String {
+    Protocol::try_from(p)
+        .map(|p| {
+            p.as_str_name()
+                .strip_prefix("PROTOCOL_")
+                .unwrap_or("UNSPECIFIED")
+                .to_owned()
+        })
+        .unwrap_or_else(|_| p.to_string())
+}
+
+fn protocol_from_name(name: &str) -> Protocol {
+    Protocol::from_str_name(&format!("PROTOCOL_{name}")).unwrap_or(Protocol::Unspecified)
+}
+
+fn backends(nodes: &[NodeRef]) -> Vec<String> {
+    let set: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    set.into_iter().collect()
+}
+
+fn key(cluster: &str, other: &str) -> (String, String) {
+    (cluster.to_owned(), other.to_owned())
+}
+
+fn not_found(what: &str) -> ProviderError {
+    ProviderError::instance_not_found(format!("the fake cloud has no instance for {what}"))
+}
+
+impl State {
+    pub(crate) fn new(config: FakeConfig) -> Result<Self, Error> {
+        let pool = IpPool::parse(&config.lb_ip_pool)?;
+        let mut state = State {
+            readiness: Readiness::Ready,
+            pool,
+            instances: BTreeMap::new(),
+            ids: HashMap::new(),
+            removed: BTreeSet::new(),
+            next_address: 0,
+            lbs: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            config,
+        };
+        for spec in state.config.instances.clone() {
+            state.add_instance(spec, false)?;
+        }
+        Ok(state)
+    }
+
+    /// Declares (or replaces) an instance; it exists again even if it was
+    /// removed before.
+    pub(crate) fn add_instance(
+        &mut self,
+        spec: InstanceSpec,
+        auto_created: bool,
+    ) -> Result<Instance, Error> {
+        if spec.name.is_empty() {
+            return Err(Error::InvalidInstance("name is required".to_owned()));
+        }
+        let id = spec.id.clone().unwrap_or_else(|| spec.name.clone());
+        if let Some(owner) = self.ids.get(&id)
+            && *owner != spec.name
+        {
+            return Err(Error::InvalidInstance(format!(
+                "id {id} already belongs to instance {owner}"
+            )));
+        }
+        let addresses = if spec.addresses.is_empty() {
+            self.next_address += 1;
+            // 10.0.0.10 onwards: deterministic for a given creation order.
+            let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 9)) + self.next_address);
+            vec![
+                Address {
+                    kind: AddressType::InternalIp,
+                    address: ip.to_string(),
+                },
+                Address {
+                    kind: AddressType::Hostname,
+                    address: spec.name.clone(),
+                },
+            ]
+        } else {
+            spec.addresses
+        };
+        let instance = Instance {
+            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
+            id: id.clone(),
+            instance_type: spec
+                .instance_type
+                .unwrap_or_else(|| self.config.instance_type.clone()),
+            zone: spec.zone.unwrap_or_else(|| self.config.zone.clone()),
+            region: spec.region.unwrap_or_else(|| self.config.region.clone()),
+            addresses,
+            labels: spec.labels,
+            shutdown: spec.shutdown,
+            auto_created,
+            name: spec.name.clone(),
+        };
+        if let Some(old) = self.instances.insert(spec.name.clone(), instance.clone()) {
+            self.ids.remove(&old.id);
+        }
+        self.ids.insert(id.clone(), spec.name.clone());
+        self.removed.remove(&spec.name);
+        self.removed.remove(&id);
+        Ok(instance)
+    }
+
+    /// Deletes an instance for good: it stays gone under auto-create, as a
+    /// deleted VM would. Returns whether it existed.
+    pub(crate) fn remove_instance(&mut self, name: &str) -> bool {
+        self.removed.insert(name.to_owned());
+        match self.instances.remove(name) {
+            Some(old) => {
+                self.ids.remove(&old.id);
+                self.removed.insert(old.id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn set_shutdown(&mut self, name: &str, shutdown: bool) -> Result<(), Error> {
+        let instance = self
+            .instances
+            .get_mut(name)
+            .ok_or_else(|| Error::UnknownInstance(name.to_owned()))?;
+        instance.shutdown = shutdown;
+        Ok(())
+    }
+
+    pub(crate) fn instances(&self) -> Vec<Instance> {
+        self.instances.values().cloned().collect()
+    }
+
+    /// Finds the node's instance: by providerID when set, else by name;
+    /// creates it when auto-create is on and it was never removed.
+    fn resolve(&mut self, node: &NodeRef) -> Option<&Instance> {
+        let name = if node.provider_id.is_empty() {
+            if self.instances.contains_key(&node.name) {
+                return self.instances.get(&node.name);
+            }
+            if self.removed.contains(&node.name) || !self.config.auto_create_instances {
+                return None;
+            }
+            self.add_instance(InstanceSpec::named(&node.name), true)
+                .ok()?
+                .name
+        } else {
+            // A foreign scheme is not ours to create or answer for.
+            let id = node.provider_id.strip_prefix(PROVIDER_ID_PREFIX)?;
+            if let Some(name) = self.ids.get(id) {
+                return self.instances.get(name);
+            }
+            if self.removed.contains(id)
+                || self.removed.contains(&node.name)
+                || !self.config.auto_create_instances
+                || self.instances.contains_key(&node.name)
+            {
+                return None;
+            }
+            // The fake restarted under a cluster whose nodes already carry
+            // providerIDs: recreate the instance with the same id.
+            let spec = InstanceSpec {
+                id: Some(id.to_owned()),
+                ..InstanceSpec::named(&node.name)
+            };
+            self.add_instance(spec, true).ok()?.name
+        };
+        self.instances.get(&name)
+    }
+
+    pub(crate) fn instance_exists(&mut self, node: &NodeRef) -> bool {
+        self.resolve(node).is_some()
+    }
+
+    pub(crate) fn instance_shutdown(&mut self, node: &NodeRef) -> ProviderResult<bool> {
+        self.resolve(node)
+            .map(|i| i.shutdown)
+            .ok_or_else(|| not_found(&node.name))
+    }
+
+    pub(crate) fn instance_metadata(&mut self, node: &NodeRef) -> ProviderResult<InstanceMetadata> {
+        self.resolve(node)
+            .map(Instance::metadata)
+            .ok_or_else(|| not_found(&node.name))
+    }
+
+    pub(crate) fn zone_of(&mut self, node: &NodeRef) -> ProviderResult<Zone> {
+        self.resolve(node)
+            .map(|i| Zone {
+                failure_domain: i.zone.clone(),
+                region: i.region.clone(),
+            })
+            .ok_or_else(|| {
+                not_found(if node.provider_id.is_empty() {
+                    &node.name
+                } else {
+                    &node.provider_id
+                })
+            })
+    }
+
+    fn elsewhere(&self, service: &Service) -> Option<String> {
+        let class = service.load_balancer_class.as_ref()?;
+        self.config
+            .implemented_elsewhere_classes
+            .contains(class)
+            .then(|| format!("load balancer class {class} is handled by another controller"))
+    }
+
+    /// The address for a Service's load balancer, without taking it yet:
+    /// the requested `loadBalancerIP`, else the current one, else the one
+    /// the Service's status already shows (stable across fake restarts),
+    /// else the lowest free one.
+    fn choose_ip(&self, service: &Service, current: Option<Ipv4Addr>) -> ProviderResult<Ipv4Addr> {
+        if !service.load_balancer_ip.is_empty() {
+            let ip = match service.load_balancer_ip.parse::<IpAddr>() {
+                Ok(IpAddr::V4(ip)) => ip,
+                _ => {
+                    return Err(ProviderError::invalid_service_spec(
+                        "spec.loadBalancerIP",
+                        "the fake cloud only has IPv4 addresses",
+                    ));
+                }
+            };
+            if Some(ip) == current {
+                return Ok(ip);
+            }
+            if !self.pool.contains(ip) {
+                return Err(ProviderError::invalid_service_spec(
+                    "spec.loadBalancerIP",
+                    format!("{ip} is not in the pool {}", self.config.lb_ip_pool),
+                ));
+            }
+            if !self.pool.is_free(ip) {
+                return Err(ProviderError::conflicting_resource(format!(
+                    "{ip} is in use by another load balancer"
+                )));
+            }
+            return Ok(ip);
+        }
+        if let Some(ip) = current {
+            return Ok(ip);
+        }
+        let from_status = service
+            .status
+            .iter()
+            .flat_map(|s| &s.ingress)
+            .filter_map(|i| i.ip.parse::<Ipv4Addr>().ok())
+            .find(|ip| self.pool.is_free(*ip));
+        if let Some(ip) = from_status {
+            return Ok(ip);
+        }
+        let mut probe = self.pool.clone();
+        probe.allocate().ok_or_else(|| {
+            ProviderError::quota_exceeded(format!(
+                "no free load balancer address in {}",
+                self.config.lb_ip_pool
+            ))
+        })
+    }
+
+    pub(crate) fn ensure_lb(
+        &mut self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[NodeRef],
+    ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
+        if let Some(message) = self.elsewhere(service) {
+            return Ok(LbAnswer::implemented_elsewhere(message));
+        }
+        let (options, warnings) = lb_options(service)?;
+        let k = key(cluster, &service.uid);
+        let existing = self.lbs.get(&k);
+        let ip = self.choose_ip(service, existing.map(|lb| lb.ip))?;
+        let generation = existing.map_or(0, |lb| lb.generation);
+        let mut lb = LoadBalancer {
+            cluster_name: cluster.to_owned(),
+            service_uid: service.uid.clone(),
+            service_namespace: service.namespace.clone(),
+            service_name: service.name.clone(),
+            name: cluster_scoped_load_balancer_name(cluster, &service.uid),
+            ip,
+            ports: service
+                .ports
+                .iter()
+                .map(|p| LbPort {
+                    name: p.name.clone(),
+                    protocol: protocol_name(p.protocol),
+                    port: p.port,
+                    node_port: p.node_port,
+                })
+                .collect(),
+            backends: backends(nodes),
+            source_ranges: service.load_balancer_source_ranges.clone(),
+            internal: options.internal,
+            health_check_path: options.health_check_path,
+            annotations: options.annotations,
+            generation,
+        };
+        if existing != Some(&lb) {
+            lb.generation += 1;
+            if let Some(old) = existing.map(|e| e.ip)
+                && old != ip
+            {
+                self.pool.release(old);
+            }
+            self.pool.take(ip);
+        }
+        let status = lb.status();
+        self.lbs.insert(k, lb);
+        Ok(LbAnswer {
+            outcome: ccm_provider_sdk::LbOutcome::Done(status),
+            warnings,
+        })
+    }
+
+    /// A missing load balancer is an `INTERNAL` error, not a silent create:
+    /// `UpdateLoadBalancer` only touches backends, and a cloud cannot update
+    /// what does not exist. The message says what to do; the controller's
+    /// next sync calls `EnsureLoadBalancer`, which recreates it.
+    pub(crate) fn update_lb(
+        &mut self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[NodeRef],
+    ) -> ProviderResult<LbAnswer<()>> {
+        if let Some(message) = self.elsewhere(service) {
+            return Ok(LbAnswer::implemented_elsewhere(message));
+        }
+        let lb = self.lbs.get_mut(&key(cluster, &service.uid)).ok_or_else(|| {
+            ProviderError::internal(format!(
+                "load balancer {} for service {}/{} does not exist; EnsureLoadBalancer creates it",
+                cluster_scoped_load_balancer_name(cluster, &service.uid),
+                service.namespace,
+                service.name
+            ))
+        })?;
+        let wanted = backends(nodes);
+        if lb.backends != wanted {
+            lb.backends = wanted;
+            lb.generation += 1;
+        }
+        Ok(LbAnswer::done(()))
+    }
+
+    pub(crate) fn delete_lb(&mut self, cluster: &str, service: &Service) {
+        if let Some(lb) = self.lbs.remove(&key(cluster, &service.uid)) {
+            self.pool.release(lb.ip);
+        }
+    }
+
+    pub(crate) fn get_lb(&self, cluster: &str, service: &Service) -> Option<LoadBalancerStatus> {
+        self.lbs
+            .get(&key(cluster, &service.uid))
+            .map(LoadBalancer::status)
+    }
+
+    pub(crate) fn list_lbs(&self, cluster: &str) -> Vec<LoadBalancerEntry> {
+        self.lbs
+            .values()
+            .filter(|lb| lb.cluster_name == cluster)
+            .map(|lb| LoadBalancerEntry {
+                name: lb.name.clone(),
+                service_uid: lb.service_uid.clone(),
+                service_namespace: lb.service_namespace.clone(),
+                service_name: lb.service_name.clone(),
+                status: Some(lb.status()),
+            })
+            .collect()
+    }
+
+    /// Creates a route to an existing instance. The name is derived from
+    /// the hint *and* the CIDR, so a dual-stack node's two routes differ.
+    pub(crate) fn create_route(
+        &mut self,
+        cluster: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> ProviderResult<Route> {
+        let k = key(cluster, &route.destination_cidr);
+        if let Some(existing) = self.routes.get(&k) {
+            if existing.target_node == route.target_node {
+                return Ok(self.route_proto(existing));
+            }
+            return Err(ProviderError::conflicting_resource(format!(
+                "{} is already routed to node {} by route {}",
+                route.destination_cidr, existing.target_node, existing.name
+            )));
+        }
+        let target = NodeRef {
+            name: route.target_node.clone(),
+            ..Default::default()
+        };
+        if self.resolve(&target).is_none() {
+            return Err(not_found(&route.target_node));
+        }
+        let cidr: String = route
+            .destination_cidr
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let record = RouteRecord {
+            cluster_name: cluster.to_owned(),
+            name: format!("route-{name_hint}-{cidr}"),
+            target_node: route.target_node.clone(),
+            destination_cidr: route.destination_cidr.clone(),
+        };
+        let created = self.route_proto(&record);
+        self.routes.insert(k, record);
+        Ok(created)
+    }
+
+    pub(crate) fn delete_route(&mut self, cluster: &str, route: &Route) {
+        self.routes.remove(&key(cluster, &route.destination_cidr));
+    }
+
+    /// A route is a blackhole when its target instance no longer exists.
+    fn route_proto(&self, r: &RouteRecord) -> Route {
+        Route {
+            name: r.name.clone(),
+            target_node: r.target_node.clone(),
+            target_node_addresses: Vec::new(),
+            destination_cidr: r.destination_cidr.clone(),
+            blackhole: !self.instances.contains_key(&r.target_node),
+        }
+    }
+
+    pub(crate) fn list_routes(&self, cluster: &str) -> Vec<Route> {
+        self.routes
+            .values()
+            .filter(|r| r.cluster_name == cluster)
+            .map(|r| self.route_proto(r))
+            .collect()
+    }
+
+    pub(crate) fn dump(&self) -> StateDump {
+        StateDump {
+            instances: self.instances(),
+            removed: self.removed.iter().cloned().collect(),
+            load_balancers: self.lbs.values().cloned().collect(),
+            routes: self.routes.values().cloned().collect(),
+            allocated_ips: self.pool.allocated(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccm_provider_sdk::LbOutcome;
+    use ccm_provider_sdk::proto::{ErrorReason, ServicePort, SessionAffinity, TrafficPolicy};
+
+    fn state(config: FakeConfig) -> State {
+        State::new(config).unwrap()
+    }
+
+    fn svc(uid: &str) -> Service {
+        Service {
+            namespace: "default".into(),
+            name: format!("svc-{uid}"),
+            uid: uid.into(),
+            ports: vec![ServicePort {
+                protocol: Protocol::Tcp as i32,
+                port: 80,
+                node_port: 30080,
+                ..Default::default()
+            }],
+            external_traffic_policy: TrafficPolicy::Cluster as i32,
+            session_affinity: SessionAffinity::None as i32,
+            ..Default::default()
+        }
+    }
+
+    fn node(name: &str) -> NodeRef {
+        NodeRef {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn ip_of(answer: LbAnswer<LoadBalancerStatus>) -> String {
+        match answer.outcome {
+            LbOutcome::Done(s) => s.ingress[0].ip.clone(),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn pool_skips_network_gateway_and_broadcast() {
+        let mut p = IpPool::parse("10.1.2.0/30").unwrap();
+        assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 1, 2, 2)));
+        assert_eq!(p.allocate(), None);
+        assert!(IpPool::parse("10.0.0.0/31").is_err());
+        assert!(IpPool::parse("fd00::/64").is_err());
+        assert!(IpPool::parse("10.0.0.0").is_err());
+        let p = IpPool::parse("192.0.2.77/24").unwrap();
+        assert_eq!(Ipv4Addr::from(p.first), Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(Ipv4Addr::from(p.last), Ipv4Addr::new(192, 0, 2, 254));
+    }
+
+    #[test]
+    fn ips_are_kept_across_ensures_released_on_delete_and_run_out() {
+        let mut s = state(FakeConfig {
+            lb_ip_pool: "192.0.2.0/29".into(), // .2 - .6: five addresses
+            ..Default::default()
+        });
+        let first = ip_of(s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap());
+        assert_eq!(first, "192.0.2.2");
+        let again = ip_of(s.ensure_lb("k", &svc("a"), &[node("n2")]).unwrap());
+        assert_eq!(again, first);
+        for uid in ["b", "c", "d", "e"] {
+            s.ensure_lb("k", &svc(uid), &[]).unwrap();
+        }
+        let err = s.ensure_lb("k", &svc("f"), &[]).unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::QuotaExceeded));
+        // A failed ensure leaves nothing behind.
+        assert!(s.get_lb("k", &svc("f")).is_none());
+        s.delete_lb("k", &svc("a"));
+        s.delete_lb("k", &svc("a"));
+        assert!(s.get_lb("k", &svc("a")).is_none());
+        assert_eq!(
+            ip_of(s.ensure_lb("k", &svc("f"), &[]).unwrap()),
+            "192.0.2.2"
+        );
+    }
+
+    #[test]
+    fn ensure_is_idempotent_and_clusters_do_not_share() {
+        let mut s = state(FakeConfig::default());
+        let a = s
+            .ensure_lb("k", &svc("a"), &[node("n2"), node("n1")])
+            .unwrap();
+        let gen1 = s.dump().load_balancers[0].generation;
+        let b = s
+            .ensure_lb("k", &svc("a"), &[node("n1"), node("n2")])
+            .unwrap();
+        assert_eq!(a, b);
+        let lb = &s.dump().load_balancers[0];
+        assert_eq!(lb.generation, gen1, "same input must not rewrite");
+        assert_eq!(lb.backends, ["n1", "n2"]);
+        let other = ip_of(s.ensure_lb("k2", &svc("a"), &[]).unwrap());
+        assert_ne!(other, ip_of(a));
+        assert_eq!(s.list_lbs("k").len(), 1);
+        assert_ne!(s.list_lbs("k")[0].name, s.list_lbs("k2")[0].name);
+    }
+
+    #[test]
+    fn update_changes_backends_and_fails_clearly_when_missing() {
+        let mut s = state(FakeConfig::default());
+        let err = s.update_lb("k", &svc("a"), &[]).unwrap_err();
+        assert!(err.message().contains("does not exist"), "{err}");
+        s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap();
+        s.update_lb("k", &svc("a"), &[node("n3")]).unwrap();
+        assert_eq!(s.dump().load_balancers[0].backends, ["n3"]);
+    }
+
+    #[test]
+    fn requested_and_previous_addresses_are_honoured() {
+        let mut s = state(FakeConfig::default());
+        let mut a = svc("a");
+        a.load_balancer_ip = "192.0.2.50".into();
+        assert_eq!(ip_of(s.ensure_lb("k", &a, &[]).unwrap()), "192.0.2.50");
+        let mut b = svc("b");
+        b.load_balancer_ip = "192.0.2.50".into();
+        let err = s.ensure_lb("k", &b, &[]).unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::ConflictingResource));
+        b.load_balancer_ip = "10.9.9.9".into();
+        let err = s.ensure_lb("k", &b, &[]).unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::InvalidServiceSpec));
+        // Status from before a fake restart keeps the address.
+        let mut c = svc("c");
+        c.status = Some(LoadBalancerStatus {
+            ingress: vec![LoadBalancerIngress {
+                ip: "192.0.2.77".into(),
+                ..Default::default()
+            }],
+        });
+        assert_eq!(ip_of(s.ensure_lb("k", &c, &[]).unwrap()), "192.0.2.77");
+    }
+
+    #[test]
+    fn annotations_are_validated_and_unknown_ones_warned_about() {
+        let mut s = state(FakeConfig::default());
+        let mut a = svc("a");
+        a.annotations
+            .insert(ANNOTATION_INTERNAL.into(), "maybe".into());
+        let err = s.ensure_lb("k", &a, &[]).unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::InvalidAnnotation));
+        assert_eq!(
+            err.field_violations()[0].0,
+            format!("metadata.annotations[{ANNOTATION_INTERNAL}]")
+        );
+        a.annotations
+            .insert(ANNOTATION_INTERNAL.into(), "true".into());
+        a.annotations
+            .insert(ANNOTATION_HEALTH_CHECK_PATH.into(), "/healthz".into());
+        a.annotations
+            .insert("fake.ccm-rs.io/intrenal".into(), "true".into());
+        a.annotations.insert("example.com/other".into(), "x".into());
+        let answer = s.ensure_lb("k", &a, &[]).unwrap();
+        assert_eq!(answer.warnings.len(), 1);
+        assert_eq!(answer.warnings[0].reason, "AnnotationIgnored");
+        assert!(answer.warnings[0].message.contains("intrenal"));
+        let lb = &s.dump().load_balancers[0];
+        assert!(lb.internal);
+        assert_eq!(lb.health_check_path.as_deref(), Some("/healthz"));
+        assert!(!lb.annotations.contains_key("example.com/other"));
+    }
+
+    #[test]
+    fn other_classes_are_implemented_elsewhere() {
+        let mut s = state(FakeConfig {
+            implemented_elsewhere_classes: vec!["example.com/other".into()],
+            ..Default::default()
+        });
+        let mut a = svc("a");
+        a.load_balancer_class = Some("example.com/other".into());
+        let answer = s.ensure_lb("k", &a, &[]).unwrap();
+        assert!(matches!(answer.outcome, LbOutcome::ImplementedElsewhere(_)));
+        assert!(matches!(
+            s.update_lb("k", &a, &[]).unwrap().outcome,
+            LbOutcome::ImplementedElsewhere(_)
+        ));
+        assert!(s.dump().load_balancers.is_empty());
+        a.load_balancer_class = Some("example.com/mine".into());
+        assert!(matches!(
+            s.ensure_lb("k", &a, &[]).unwrap().outcome,
+            LbOutcome::Done(_)
+        ));
+    }
+
+    #[test]
+    fn auto_create_makes_instances_but_removed_ones_stay_gone() {
+        let mut s = state(FakeConfig::default());
+        assert!(s.instance_exists(&node("n1")));
+        let md = s.instance_metadata(&node("n1")).unwrap();
+        assert_eq!(md.provider_id, "fake://n1");
+        assert_eq!(md.node_addresses[0].address, "10.0.0.10");
+        assert_eq!(md.zone, "fake-zone-a");
+        let md2 = s.instance_metadata(&node("n2")).unwrap();
+        assert_eq!(md2.node_addresses[0].address, "10.0.0.11");
+        assert!(s.remove_instance("n1"));
+        assert!(!s.instance_exists(&node("n1")));
+        let by_id = NodeRef {
+            name: "n1".into(),
+            provider_id: "fake://n1".into(),
+            ..Default::default()
+        };
+        assert!(!s.instance_exists(&by_id));
+        let err = s.instance_shutdown(&node("n1")).unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::InstanceNotFound));
+        // Declaring it again brings it back.
+        s.add_instance(InstanceSpec::named("n1"), false).unwrap();
+        assert!(s.instance_exists(&node("n1")));
+    }
+
+    #[test]
+    fn without_auto_create_only_declared_instances_exist() {
+        let mut s = state(FakeConfig {
+            auto_create_instances: false,
+            instances: vec![InstanceSpec {
+                id: Some("i-123".into()),
+                zone: Some("z9".into()),
+                shutdown: true,
+                ..InstanceSpec::named("declared")
+            }],
+            ..Default::default()
+        });
+        assert!(!s.instance_exists(&node("other")));
+        assert!(s.instance_metadata(&node("other")).is_err());
+        assert!(s.instance_shutdown(&node("declared")).unwrap());
+        let by_id = NodeRef {
+            name: "renamed".into(),
+            provider_id: "fake://i-123".into(),
+            ..Default::default()
+        };
+        assert_eq!(s.zone_of(&by_id).unwrap().failure_domain, "z9");
+        let foreign = NodeRef {
+            name: "declared".into(),
+            provider_id: "aws:///i-123".into(),
+            ..Default::default()
+        };
+        assert!(!s.instance_exists(&foreign));
+        s.set_shutdown("declared", false).unwrap();
+        assert!(!s.instance_shutdown(&node("declared")).unwrap());
+        assert!(s.set_shutdown("nope", true).is_err());
+    }
+
+    #[test]
+    fn provider_ids_recreate_instances_after_a_restart() {
+        let mut s = state(FakeConfig::default());
+        let n = NodeRef {
+            name: "n1".into(),
+            provider_id: "fake://i-42".into(),
+            ..Default::default()
+        };
+        let md = s.instance_metadata(&n).unwrap();
+        assert_eq!(md.provider_id, "fake://i-42");
+    }
+
+    fn route(cidr: &str, node: &str) -> Route {
+        Route {
+            target_node: node.into(),
+            destination_cidr: cidr.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn routes_are_idempotent_conflict_and_turn_blackhole() {
+        let mut s = state(FakeConfig::default());
+        let r = s
+            .create_route("k", "uid-1", &route("10.244.1.0/24", "n1"))
+            .unwrap();
+        assert_eq!(r.name, "route-uid-1-10-244-1-0-24");
+        assert_eq!(
+            s.create_route("k", "uid-1", &route("10.244.1.0/24", "n1"))
+                .unwrap(),
+            r
+        );
+        let err = s
+            .create_route("k", "uid-2", &route("10.244.1.0/24", "n2"))
+            .unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::ConflictingResource));
+        // Another cluster may use the same CIDR.
+        s.create_route("k2", "uid-2", &route("10.244.1.0/24", "n2"))
+            .unwrap();
+        assert_eq!(s.list_routes("k").len(), 1);
+        assert!(!s.list_routes("k")[0].blackhole);
+        s.remove_instance("n1");
+        assert!(s.list_routes("k")[0].blackhole);
+        // Routes to a removed instance cannot be created.
+        let err = s
+            .create_route("k", "uid-1", &route("10.244.9.0/24", "n1"))
+            .unwrap_err();
+        assert_eq!(err.reason(), Some(ErrorReason::InstanceNotFound));
+        s.delete_route("k", &route("10.244.1.0/24", "n1"));
+        s.delete_route("k", &route("10.244.1.0/24", "n1"));
+        assert!(s.list_routes("k").is_empty());
+        assert_eq!(s.list_routes("k2").len(), 1);
+    }
+}
