@@ -44,7 +44,7 @@ wait_until() {
   done
 }
 
-step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1"
+step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1 (log: $work/apiserver.log)"
 "$bin/ccm-testenv" --data-dir "$work/apiserver" >"$work/ready.json" 2>"$work/apiserver.log" &
 pids+=($!)
 wait_until "apiserver ready" 120 grep -q ready "$work/ready.json"
@@ -63,17 +63,11 @@ KUBECONFIG=$work/ccm.kubeconfig k config set-credentials admin \
 k auth can-i delete nodes --as=system:serviceaccount:kube-system:cloud-controller-manager
 k auth can-i list secrets --as=system:serviceaccount:kube-system:cloud-controller-manager || true
 
-step "provider: fake-provider on unix://$work/provider.sock (admin API on provider.sock.admin)"
+step "provider: fake-provider on unix://$work/provider.sock (admin API on provider.sock.admin; log: $work/provider.log)"
 "$ccm_bin/fake-provider" --endpoint "unix://$work/provider.sock" >"$work/provider.log" 2>&1 &
 pids+=($!)
 wait_until "provider socket" 30 test -S "$work/provider.sock"
 ls -l "$work/provider.sock" | sed 's/^/  /'
-
-step "controller: cloud-controller-manager"
-"$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
-  --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
-  --node-monitor-period=1s >"$work/controller.log" 2>&1 &
-pids+=($!)
 
 step "register 3 nodes as kubelet --cloud-provider=external does (tainted, no providerID)"
 for n in demo-node-1 demo-node-2 demo-node-3; do
@@ -98,9 +92,33 @@ initialised() {
   ! grep -q 'node.cloudprovider.kubernetes.io/uninitialized' <<<"$taints" &&
     [[ $(k get nodes -o jsonpath='{range .items[*]}{.spec.providerID}{"\n"}{end}' | grep -c '^fake://') == 3 ]]
 }
-wait_until "all nodes initialised" 60 initialised
+table() {
+  k get nodes -o custom-columns='NAME:.metadata.name,PROVIDER-ID:.spec.providerID,ZONE:.metadata.labels.topology\.kubernetes\.io/zone,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type,ADDRESSES:.status.addresses[*].address,TAINTS:.spec.taints[*].key'
+}
+# Prints the node table each time it changes, until every node is initialised.
+watch_nodes() {
+  local last="" now deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    now=$(table 2>/dev/null) || true
+    if [[ $now != "$last" ]]; then
+      printf '%s  (t=%ss)\n%s\n\n' "$(date +%T)" "$SECONDS" "$now"
+      last=$now
+    fi
+    initialised && return 0
+    sleep 0.1
+  done
+  echo "demo: nodes not initialised within 60s" >&2
+  return 1
+}
+table
+step "controller: cloud-controller-manager (log: $work/controller.log); watching the nodes"
+"$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
+  --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
+  --node-monitor-period=1s >"$work/controller.log" 2>&1 &
+pids+=($!)
+
+watch_nodes
 k get nodes -o wide -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type
-k get nodes -o custom-columns='NAME:.metadata.name,PROVIDER-ID:.spec.providerID,TAINTS:.spec.taints[*].key'
 k get events.events.k8s.io -n default --field-selector reason=Synced -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
 
 step "lifecycle: demo-node-3 is NotReady and its instance is deleted in the cloud"

@@ -17,7 +17,6 @@ use kube::Api;
 use kube::api::Patch;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ReflectHandle;
 use serde_json::json;
 
 use crate::context::{Context, Error, retry_after};
@@ -25,15 +24,16 @@ use crate::node;
 
 pub const NAME: &str = "cloud-node-controller";
 
+/// Writes the Node's addresses if they differ; returns the written Node.
 async fn patch_addresses(
     ctx: &Context,
     n: &Node,
     cloud: &[ccm_provider_sdk::proto::NodeAddress],
-) -> Result<bool, Error> {
+) -> Result<Option<Node>, Error> {
     let Some(addresses) = node::desired_addresses(n, cloud).map_err(Error::Addresses)? else {
-        return Ok(false);
+        return Ok(None);
     };
-    Api::<Node>::all(ctx.client.clone())
+    let written = Api::<Node>::all(ctx.client.clone())
         .patch_status(
             node::name(n),
             &ctx.patch_params(),
@@ -42,7 +42,7 @@ async fn patch_addresses(
             &Patch::Merge(json!({ "status": { "addresses": addresses } })),
         )
         .await?;
-    Ok(true)
+    Ok(Some(written))
 }
 
 async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
@@ -83,7 +83,12 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     for dropped in &changes.dropped_labels {
         tracing::warn!(node = %name, "not applying additional label {dropped}");
     }
-    patch_addresses(ctx, n, &meta.node_addresses).await?;
+    // Guard the second write with the version our first one produced, so
+    // only someone else's change in between makes it conflict.
+    let resource_version = match patch_addresses(ctx, n, &meta.node_addresses).await? {
+        Some(written) => written.metadata.resource_version,
+        None => n.metadata.resource_version.clone(),
+    };
     let mut spec = json!({ "taints": changes.taints });
     if let Some(pid) = &changes.provider_id {
         spec["providerID"] = json!(pid);
@@ -93,7 +98,7 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     // and we retry from the cache instead of overwriting their taints.
     let patch = json!({
         "metadata": {
-            "resourceVersion": n.metadata.resource_version,
+            "resourceVersion": resource_version,
             "labels": changes.labels,
         },
         "spec": spec,
@@ -114,7 +119,22 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
 }
 
 async fn reconcile(n: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if node::has_taint(&n, node::UNINITIALIZED_TAINT) {
+    let tainted = node::has_taint(&n, node::UNINITIALIZED_TAINT);
+    {
+        // Our own writes come back through the watch after the triggers
+        // they caused: a tainted Node we already initialised is a stale
+        // cache entry, not work. Once the cache shows the untainted Node, the
+        // record goes; a taint added after that is new work.
+        let mut done = ctx.initialised.lock().unwrap_or_else(|p| p.into_inner());
+        match (tainted, done.get(node::name(&n))) {
+            (true, Some(_)) => return Ok(Action::await_change()),
+            (false, Some(_)) => {
+                done.remove(node::name(&n));
+            }
+            _ => {}
+        }
+    }
+    if tainted {
         initialise(&n, &ctx).await?;
     } else {
         let fixes = node::ga_label_fixes(&n);
@@ -136,10 +156,15 @@ fn error_policy(n: Arc<Node>, err: &Error, ctx: Arc<Context>) -> Action {
     retry_after(&ctx, node::name(&n), err)
 }
 
-/// Runs the controller until the process stops.
-pub async fn run(ctx: Arc<Context>, changes: ReflectHandle<Node>, workers: usize) {
+/// Runs the controller until the process stops, consuming the node cache's
+/// stream.
+pub async fn run(
+    ctx: Arc<Context>,
+    changes: impl futures::Stream<Item = Result<Node, kube::runtime::watcher::Error>> + Send + 'static,
+    workers: usize,
+) {
     let reader = ctx.nodes.clone();
-    Controller::for_shared_stream(changes, reader)
+    Controller::for_stream(changes, reader)
         .with_config(Config::default().concurrency(workers as u16))
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -148,6 +173,7 @@ pub async fn run(ctx: Arc<Context>, changes: ReflectHandle<Node>, workers: usize
 
 /// Refreshes initialised Nodes' addresses every `period`, measured from the
 /// end of the previous pass, as upstream's UpdateNodeStatus.
+/// Call once the node cache has synced.
 pub async fn refresh_addresses(ctx: Arc<Context>, period: Duration, workers: usize) {
     loop {
         let nodes: Vec<Arc<Node>> = ctx

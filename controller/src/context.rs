@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ccm_provider_sdk::{ClientError, ProviderClient};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, controller::Action};
 use kube::{Api, Client, Resource};
@@ -31,31 +31,38 @@ pub enum Error {
 
 /// The shared Node cache: one watch, `managedFields` and `status.images`
 /// stripped (they are most of a Node's size and no controller reads them).
+/// The cloud-node controller consumes the watch's stream; every other
+/// controller reads the same store.
 pub struct NodeCache {
     pub store: Store<Node>,
-    writer: Option<reflector::store::Writer<Node>>,
+    writer: reflector::store::Writer<Node>,
+    synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl NodeCache {
     pub fn new() -> Self {
-        let (store, writer) = reflector::store_shared(1024);
+        let (store, writer) = reflector::store();
         NodeCache {
             store,
-            writer: Some(writer),
+            writer,
+            synced: tokio::sync::watch::Sender::new(false),
         }
     }
 
-    /// A stream of changed Nodes for a controller; call before [`Self::run`].
-    pub fn subscribe(&self) -> ReflectHandle<Node> {
-        self.writer
-            .as_ref()
-            .and_then(|w| w.subscribe())
-            .expect("subscribe before the cache runs")
+    /// Becomes true once the first full listing is in the store. (Not
+    /// `Store::wait_until_ready`: kube-runtime wakes only one of several
+    /// concurrent waiters, and the controller's runner is already one.)
+    pub fn synced(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synced.subscribe()
     }
 
-    /// Drives the watch until the process stops.
-    pub async fn run(mut self, client: Client) {
-        let writer = self.writer.take().expect("run once");
+    /// The watch feeding the store, yielding each changed Node. Whoever
+    /// consumes it keeps the store current; it retries with backoff on
+    /// errors and never ends.
+    pub fn into_stream(
+        self,
+        client: Client,
+    ) -> impl futures::Stream<Item = Result<Node, watcher::Error>> + Send + 'static {
         watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .modify(|n: &mut Node| {
@@ -64,13 +71,13 @@ impl NodeCache {
                     s.images = None;
                 }
             })
-            .reflect_shared(writer)
-            .for_each(|ev| async move {
-                if let Err(e) = ev {
-                    tracing::warn!(error = %e, "node watch error; retrying");
+            .reflect(self.writer)
+            .inspect_ok(move |ev| {
+                if matches!(ev, watcher::Event::InitDone) {
+                    self.synced.send_replace(true);
                 }
             })
-            .await;
+            .applied_objects()
     }
 }
 
@@ -78,6 +85,17 @@ impl Default for NodeCache {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Drives a node stream when no controller consumes it.
+pub async fn drain(stream: impl futures::Stream<Item = Result<Node, watcher::Error>>) {
+    stream
+        .for_each(|ev| async move {
+            if let Err(e) = ev {
+                tracing::warn!(error = %e, "node watch error; retrying");
+            }
+        })
+        .await;
 }
 
 /// Exponential backoff per object key: 1 s doubling to 5 min, reset on
@@ -121,6 +139,9 @@ pub struct Context {
     pub backoff: Backoff,
     /// The field manager of this controller's writes.
     pub manager: &'static str,
+    /// Nodes this process initialised whose untainted state the cache has
+    /// not shown yet (name → resourceVersion of our write).
+    pub initialised: Mutex<HashMap<String, String>>,
 }
 
 impl Context {
@@ -146,6 +167,7 @@ impl Context {
             recorder,
             backoff: Backoff::default(),
             manager,
+            initialised: Mutex::default(),
         })
     }
 

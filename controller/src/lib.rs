@@ -4,9 +4,11 @@
 pub mod cloud_node;
 pub mod context;
 pub mod duration;
+pub mod metrics;
 pub mod node;
 pub mod node_lifecycle;
 pub mod options;
+pub mod rate_limit;
 
 use std::future::Future;
 use std::time::Duration;
@@ -25,14 +27,20 @@ pub enum StartError {
     Provider(#[from] ccm_provider_sdk::ClientError),
 }
 
-/// The provider client configured from the flags.
-pub fn provider_client(opts: &Options) -> Result<ProviderClient, StartError> {
+/// The provider client configured from the flags, reporting every call to
+/// `metrics`.
+pub fn provider_client(
+    opts: &Options,
+    metrics: metrics::ProviderMetrics,
+) -> Result<ProviderClient, StartError> {
     Ok(ProviderClient::connect_lazy(
         &opts.provider_endpoint,
         ClientOptions {
             identity_timeout: opts.provider_identity_timeout,
             read_timeout: opts.provider_read_timeout,
             mutation_timeout: opts.provider_mutation_timeout,
+            max_concurrency: Some(opts.provider_max_concurrency),
+            observer: Some(std::sync::Arc::new(metrics)),
             ..Default::default()
         },
     )?)
@@ -70,7 +78,8 @@ pub async fn run(
     client: Client,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
-    let provider = provider_client(&opts)?;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let provider = provider_client(&opts, metrics::ProviderMetrics::register(&mut registry))?;
     let work = async {
         let handshake = wait_for_provider(&provider, &opts.provider_endpoint).await;
         let mut runnable = Vec::new();
@@ -101,44 +110,44 @@ pub async fn run(
 
         let cache = NodeCache::new();
         let store = cache.store.clone();
-        let node_changes = runnable
-            .contains(&ControllerName::CloudNode)
-            .then(|| cache.subscribe());
-        let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(cache.run(client.clone()));
-        if store.wait_until_ready().await.is_err() {
-            return;
-        }
-        tracing::info!(nodes = store.len(), "node cache synced");
-
-        for c in runnable {
-            let ctx = Context::new(
+        let mut synced = cache.synced();
+        let changes = cache.into_stream(client.clone());
+        let context_for = |c: ControllerName| {
+            tracing::info!(controller = c.canonical(), "starting");
+            Context::new(
                 client.clone(),
                 provider.clone(),
                 store.clone(),
                 opts.cluster_name.clone(),
                 c.canonical(),
-            );
-            tracing::info!(controller = c.canonical(), "starting");
-            match c {
-                ControllerName::CloudNode => {
-                    let changes = node_changes.clone().expect("subscribed above");
-                    tasks.spawn(cloud_node::run(
-                        ctx.clone(),
-                        changes,
-                        opts.concurrent_node_syncs as usize,
-                    ));
-                    tasks.spawn(cloud_node::refresh_addresses(
-                        ctx,
-                        opts.node_status_update_frequency,
-                        opts.node_status_workers(),
-                    ));
-                }
-                ControllerName::CloudNodeLifecycle => {
-                    tasks.spawn(node_lifecycle::run(ctx, opts.node_monitor_period));
-                }
-                ControllerName::ServiceLb | ControllerName::NodeRoute => {}
-            }
+            )
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut refresh = None;
+        if runnable.contains(&ControllerName::CloudNode) {
+            // The controller consumes the watch and so keeps the cache
+            // current for everyone.
+            let ctx = context_for(ControllerName::CloudNode);
+            let workers = opts.concurrent_node_syncs as usize;
+            tasks.spawn(cloud_node::run(ctx.clone(), changes, workers));
+            refresh = Some(ctx);
+        } else {
+            tasks.spawn(context::drain(changes));
+        }
+        if synced.wait_for(|s| *s).await.is_err() {
+            return;
+        }
+        tracing::info!(nodes = store.len(), "node cache synced");
+        if let Some(ctx) = refresh {
+            tasks.spawn(cloud_node::refresh_addresses(
+                ctx,
+                opts.node_status_update_frequency,
+                opts.node_status_workers(),
+            ));
+        }
+        if runnable.contains(&ControllerName::CloudNodeLifecycle) {
+            let ctx = context_for(ControllerName::CloudNodeLifecycle);
+            tasks.spawn(node_lifecycle::run(ctx, opts.node_monitor_period));
         }
         while tasks.join_next().await.is_some() {}
     };

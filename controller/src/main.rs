@@ -15,7 +15,11 @@ async fn kube_client(opts: &Options) -> anyhow::Result<kube::Client> {
             .await
             .with_context(|| format!("using --kubeconfig {}", opts.kubeconfig))?
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(cloud_controller_manager::rate_limit::client(
+        config,
+        opts.kube_api_qps,
+        opts.kube_api_burst,
+    )?)
 }
 
 fn init_logging(format: &str) {

@@ -141,6 +141,7 @@ pub struct ProviderClient {
     handshake: Arc<tokio::sync::Mutex<Option<Arc<Handshake>>>>,
     opts: ClientOptions,
     request_id: Option<Arc<str>>,
+    mutations: Arc<KeyLocks>,
 }
 
 static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
@@ -175,6 +176,7 @@ impl ProviderClient {
             handshake: Default::default(),
             opts,
             request_id: None,
+            mutations: Default::default(),
         })
     }
 
@@ -453,6 +455,10 @@ impl ProviderClient {
         nodes: Vec<NodeRef>,
     ) -> Result<LbAnswer<LoadBalancerStatus>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
+        let _one_at_a_time = self
+            .mutations
+            .lock(format!("lb/{cluster_name}/{}", service.uid))
+            .await;
         let r = self
             .observed(
                 "EnsureLoadBalancer",
@@ -489,6 +495,10 @@ impl ProviderClient {
         nodes: Vec<NodeRef>,
     ) -> Result<LbAnswer<()>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
+        let _one_at_a_time = self
+            .mutations
+            .lock(format!("lb/{cluster_name}/{}", service.uid))
+            .await;
         let r = self
             .observed(
                 "UpdateLoadBalancer",
@@ -522,6 +532,10 @@ impl ProviderClient {
         service: Service,
     ) -> Result<Vec<Warning>, ClientError> {
         self.require(Capability::LoadBalancers).await?;
+        let _one_at_a_time = self
+            .mutations
+            .lock(format!("lb/{cluster_name}/{}", service.uid))
+            .await;
         let r = self
             .observed(
                 "EnsureLoadBalancerDeleted",
@@ -627,6 +641,10 @@ impl ProviderClient {
         route: Route,
     ) -> Result<Option<Route>, ClientError> {
         self.require(Capability::Routes).await?;
+        let _one_at_a_time = self
+            .mutations
+            .lock(format!("route/{cluster_name}/{}", route.destination_cidr))
+            .await;
         let r = self
             .observed(
                 "CreateRoute",
@@ -645,6 +663,10 @@ impl ProviderClient {
 
     pub async fn delete_route(&self, cluster_name: &str, route: Route) -> Result<(), ClientError> {
         self.require(Capability::Routes).await?;
+        let _one_at_a_time = self
+            .mutations
+            .lock(format!("route/{cluster_name}/{}", route.destination_cidr))
+            .await;
         self.observed(
             "DeleteRoute",
             self.routes().delete_route(self.request(
@@ -747,6 +769,34 @@ fn check_socket_permissions(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One async mutex per idempotency key, so a client never has two
+/// mutations of the same load balancer or route in flight (the contract's
+/// promise to providers). Entries go away with their last user.
+#[derive(Default)]
+struct KeyLocks {
+    locks: std::sync::Mutex<
+        std::collections::HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>,
+    >,
+}
+
+impl KeyLocks {
+    async fn lock(&self, key: String) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut map = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+            map.retain(|_, w| w.strong_count() > 0);
+            match map.get(&key).and_then(std::sync::Weak::upgrade) {
+                Some(l) => l,
+                None => {
+                    let l = Arc::new(tokio::sync::Mutex::new(()));
+                    map.insert(key, Arc::downgrade(&l));
+                    l
+                }
+            }
+        };
+        lock.lock_owned().await
+    }
+}
+
 /// Stops a provider that paginates wrongly from looping the client forever.
 #[derive(Default)]
 struct PageGuard {
@@ -803,4 +853,34 @@ pub(crate) fn check_metadata(m: &InstanceMetadata) -> Checked {
     validate::node_addresses("metadata.node_addresses", &m.node_addresses)?;
     validate::labels("metadata.additional_labels", &m.additional_labels)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_mutation_per_key_at_a_time() {
+        let locks = KeyLocks::default();
+        let first = locks.lock("lb/k/uid-1".into()).await;
+        // Another key is not held up.
+        let other = locks.lock("lb/k/uid-2".into()).await;
+        // The same key waits for the first holder.
+        let second =
+            tokio::time::timeout(Duration::from_millis(50), locks.lock("lb/k/uid-1".into())).await;
+        assert!(second.is_err(), "second lock on the same key must wait");
+        drop(first);
+        let _second = tokio::time::timeout(Duration::from_secs(5), locks.lock("lb/k/uid-1".into()))
+            .await
+            .expect("released");
+        drop(other);
+        let live = locks
+            .locks
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|w| w.strong_count() > 0)
+            .count();
+        assert_eq!(live, 1, "only the held key stays");
+    }
 }

@@ -29,6 +29,8 @@ const DEADLINE: Duration = Duration::from_secs(60);
 
 struct Harness {
     admin: Client,
+    sa: Client,
+    endpoint: String,
     fake: FakeCloud,
     stop_controller: Option<oneshot::Sender<()>>,
     stop_fake: Option<oneshot::Sender<()>>,
@@ -40,6 +42,14 @@ impl Harness {
     /// The fake provider on a fresh socket and the controller running as a
     /// ServiceAccount bound to the shipped ClusterRole.
     async fn start(fake_config: FakeConfig, extra_flags: &[&str]) -> Harness {
+        // The controller's logs, shown for failing tests (RUST_LOG to tune).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .try_init();
         let env = TestEnv::get();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "ccm").await.unwrap();
@@ -67,30 +77,36 @@ impl Harness {
             let _ = fake_stopped.await;
         }));
 
-        let mut args = vec![
-            "cloud-controller-manager".to_owned(),
-            format!("--provider-endpoint={endpoint}"),
-            "--node-monitor-period=200ms".to_owned(),
-        ];
-        args.extend(extra_flags.iter().map(|s| s.to_string()));
-        let opts = Options::try_parse_from(args).unwrap();
-        let enabled = opts.validate().unwrap();
         let (stop_controller, stopped) = oneshot::channel::<()>();
-        let controller = tokio::spawn(async move {
-            cloud_controller_manager::run(opts, enabled, sa, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
+        let controller = spawn_controller(sa.clone(), args_for(&endpoint, extra_flags), stopped);
         Harness {
             admin,
+            sa,
+            endpoint,
             fake,
             stop_controller: Some(stop_controller),
             stop_fake: Some(stop_fake),
             controller: Some(controller),
             _dir: dir,
         }
+    }
+
+    /// Stops the controller and starts a new one with `extra_flags`.
+    async fn restart_controller(&mut self, extra_flags: &[&str]) {
+        let _ = self.stop_controller.take().unwrap().send(());
+        self.controller.take().unwrap().await.unwrap();
+        let (tx, rx) = oneshot::channel();
+        self.stop_controller = Some(tx);
+        self.controller = Some(spawn_controller(
+            self.sa.clone(),
+            args_for(&self.endpoint, extra_flags),
+            rx,
+        ));
+    }
+
+    /// Stops the fake provider: its socket disappears.
+    fn stop_provider(&mut self) {
+        let _ = self.stop_fake.take().unwrap().send(());
     }
 
     fn nodes(&self) -> Api<Node> {
@@ -100,7 +116,9 @@ impl Harness {
     async fn stop(mut self) {
         let _ = self.stop_controller.take().unwrap().send(());
         self.controller.take().unwrap().await.unwrap();
-        let _ = self.stop_fake.take().unwrap().send(());
+        if let Some(stop) = self.stop_fake.take() {
+            let _ = stop.send(());
+        }
     }
 
     async fn set_ready(&self, name: &str, status: &str) {
@@ -134,6 +152,32 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+fn args_for(endpoint: &str, extra_flags: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "cloud-controller-manager".to_owned(),
+        format!("--provider-endpoint={endpoint}"),
+        "--node-monitor-period=200ms".to_owned(),
+    ];
+    args.extend(extra_flags.iter().map(|s| s.to_string()));
+    args
+}
+
+fn spawn_controller(
+    client: Client,
+    args: Vec<String>,
+    stopped: oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    let opts = Options::try_parse_from(args).unwrap();
+    let enabled = opts.validate().unwrap();
+    tokio::spawn(async move {
+        cloud_controller_manager::run(opts, enabled, client, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    })
 }
 
 fn kubelet_node(name: &str) -> Node {
@@ -397,5 +441,407 @@ async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exist
     h.fake.clear_faults();
     h.wait_for(&name, "deleted", |n| n.is_none()).await;
     assert!(!events_for(&h.admin, &name, "DeletingNode").await.is_empty());
+    h.stop().await;
+}
+
+async fn wait_for_calls(
+    fake: &FakeCloud,
+    method: Method,
+    n: usize,
+    pred: impl Fn(&ccm_fake_provider::CallRecord) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while fake.calls_of(method).iter().filter(|c| pred(c)).count() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fewer than {n} {method:?} calls"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_for_event(admin: &Client, node: &str, reason: &str) -> Event {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(e) = events_for(admin, node, reason).await.into_iter().next() {
+            return e;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {reason} event for {node}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn provided_node_ip_mismatch_keeps_the_taint_until_it_matches() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    let name = unique_name("nodeip");
+    let mut node = kubelet_node(&name);
+    node.metadata.annotations = Some(
+        [(
+            "alpha.kubernetes.io/provided-node-ip".to_string(),
+            "10.255.255.1".to_string(),
+        )]
+        .into(),
+    );
+    h.nodes()
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+
+    let event = wait_for_event(&h.admin, &name, "InitializationBlocked").await;
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains("10.255.255.1"), "{note}");
+    let n = h.nodes().get(&name).await.unwrap();
+    assert!(has_taint(&n, UNINITIALIZED), "taint kept");
+    assert!(n.spec.unwrap().provider_id.is_none(), "nothing written");
+
+    // The kubelet's IP now matches the instance's: initialised, that IP first.
+    let ip = h
+        .fake
+        .instances()
+        .into_iter()
+        .find(|i| i.name == name)
+        .unwrap()
+        .addresses
+        .into_iter()
+        .find(|a| a.kind == ccm_fake_provider::AddressType::InternalIp)
+        .unwrap()
+        .address;
+    h.nodes()
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": ip}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let n = h
+        .wait_for(&name, "initialised", |n| {
+            n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+        })
+        .await
+        .unwrap();
+    assert_eq!(n.status.unwrap().addresses.unwrap()[0].address, ip);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn addresses_are_refreshed_when_the_cloud_changes_them() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(
+        FakeConfig::default(),
+        &[
+            "--controllers=cloud-node",
+            "--node-status-update-frequency=300ms",
+        ],
+    )
+    .await;
+    let name = unique_name("refresh");
+    h.nodes()
+        .create(&PostParams::default(), &kubelet_node(&name))
+        .await
+        .unwrap();
+    h.wait_for(&name, "initialised", |n| {
+        n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+    })
+    .await;
+
+    let mut spec = ccm_fake_provider::InstanceSpec::named(&name);
+    spec.addresses = vec![ccm_fake_provider::Address {
+        kind: ccm_fake_provider::AddressType::InternalIp,
+        address: "10.77.0.7".into(),
+    }];
+    h.fake.add_instance(spec).unwrap();
+    let n = h
+        .wait_for(&name, "new address", |n| {
+            n.and_then(|n| n.status.as_ref())
+                .and_then(|s| s.addresses.as_ref())
+                .is_some_and(|a| a.iter().any(|a| a.address == "10.77.0.7"))
+        })
+        .await
+        .unwrap();
+    // The old InternalIP is gone; the cloud now reports no Hostname, so the
+    // Node's existing Hostname address is kept (upstream behaviour).
+    let types: Vec<(String, String)> = n
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(types.len(), 2, "{types:?}");
+    assert_eq!(
+        types[0],
+        ("InternalIP".to_string(), "10.77.0.7".to_string())
+    );
+    assert_eq!(types[1].0, "Hostname");
+    h.stop().await;
+}
+
+/// A provider that breaks the contract the dangerous way: InstanceExists
+/// answers UNSPECIFIED, which a bool-based controller would read as "gone".
+mod unspecified {
+    use ccm_provider_sdk::proto::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tonic::{Request, Response, Status};
+
+    #[derive(Clone, Default)]
+    pub struct Provider(pub Arc<AtomicUsize>);
+
+    #[tonic::async_trait]
+    impl identity_service_server::IdentityService for Provider {
+        async fn get_provider_info(
+            &self,
+            _: Request<GetProviderInfoRequest>,
+        ) -> Result<Response<GetProviderInfoResponse>, Status> {
+            Ok(Response::new(GetProviderInfoResponse {
+                name: "unspecified".into(),
+                vendor_version: "0".into(),
+                provider_id_scheme: "fake".into(),
+                contract_version: CONTRACT_VERSION.into(),
+                ..Default::default()
+            }))
+        }
+        async fn get_provider_capabilities(
+            &self,
+            _: Request<GetProviderCapabilitiesRequest>,
+        ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
+            Ok(Response::new(GetProviderCapabilitiesResponse {
+                capabilities: vec![Capability::Instances as i32],
+                annotations: None,
+            }))
+        }
+        async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+            Ok(Response::new(ProbeResponse {
+                state: ProbeState::Ready as i32,
+                message: String::new(),
+            }))
+        }
+    }
+
+    #[tonic::async_trait]
+    impl instances_service_server::InstancesService for Provider {
+        async fn instance_exists(
+            &self,
+            _: Request<InstanceExistsRequest>,
+        ) -> Result<Response<InstanceExistsResponse>, Status> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(Response::new(InstanceExistsResponse { existence: 0 }))
+        }
+        async fn instance_shutdown(
+            &self,
+            _: Request<InstanceShutdownRequest>,
+        ) -> Result<Response<InstanceShutdownResponse>, Status> {
+            Err(Status::internal("unused"))
+        }
+        async fn instance_metadata(
+            &self,
+            _: Request<InstanceMetadataRequest>,
+        ) -> Result<Response<InstanceMetadataResponse>, Status> {
+            Err(Status::internal("unused"))
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
+    let _serial = SERIAL.lock().await;
+    let mut h = Harness::start(
+        FakeConfig::default(),
+        &[
+            "--controllers=cloud-node-lifecycle",
+            "--provider-read-timeout=200ms",
+        ],
+    )
+    .await;
+    let name = unique_name("uncertain");
+    h.fake
+        .add_instance(ccm_fake_provider::InstanceSpec::named(&name))
+        .unwrap();
+    h.nodes()
+        .create(&PostParams::default(), &kubelet_node(&name))
+        .await
+        .unwrap();
+    h.set_ready(&name, "False").await;
+    // A correct, prompt answer would now be NOT_EXISTS.
+    h.fake.remove_instance(&name);
+
+    // 1. The provider is too slow: every call times out.
+    h.fake
+        .set_latency(Method::InstanceExists, Duration::from_secs(2));
+    wait_for_calls(&h.fake, Method::InstanceExists, 3, |c| {
+        c.outcome == ccm_fake_provider::CallOutcome::Cancelled
+    })
+    .await;
+    assert!(
+        h.nodes().get_opt(&name).await.unwrap().is_some(),
+        "timeouts delete nothing"
+    );
+
+    // 2. The provider answers UNSPECIFIED.
+    h.stop_provider();
+    let path = h.endpoint.trim_start_matches("unix://").to_owned();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while std::path::Path::new(&path).exists() {
+        assert!(tokio::time::Instant::now() < deadline, "fake did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let bad = unspecified::Provider::default();
+    let listener = ccm_provider_sdk::bind_socket(std::path::Path::new(&path), 0o600)
+        .await
+        .unwrap();
+    let (stop_bad, bad_stopped) = oneshot::channel::<()>();
+    let bad_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                ccm_provider_sdk::proto::identity_service_server::IdentityServiceServer::new(
+                    bad.clone(),
+                ),
+            )
+            .add_service(
+                ccm_provider_sdk::proto::instances_service_server::InstancesServiceServer::new(
+                    bad.clone(),
+                ),
+            )
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                async {
+                    let _ = bad_stopped.await;
+                },
+            ),
+    );
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while bad.0.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "controller never reached the new provider"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        h.nodes().get_opt(&name).await.unwrap().is_some(),
+        "UNSPECIFIED deletes nothing"
+    );
+
+    // 3. No provider at all. Absence of action needs a window: ten monitor
+    // periods with the socket gone.
+    let _ = stop_bad.send(());
+    bad_server.await.unwrap().unwrap();
+    let _ = std::fs::remove_file(&path);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        h.nodes().get_opt(&name).await.unwrap().is_some(),
+        "a dead provider deletes nothing"
+    );
+
+    // The same setup with a provider that answers NOT_EXISTS does delete:
+    // the three checks above could have failed.
+    let fake = FakeCloud::new(FakeConfig {
+        auto_create_instances: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let (stop_fake, fake_stopped) = oneshot::channel::<()>();
+    tokio::spawn(fake.clone().serve(h.endpoint.clone(), async {
+        let _ = fake_stopped.await;
+    }));
+    h.wait_for(&name, "deleted", |n| n.is_none()).await;
+    let _ = stop_fake.send(());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn controller_restart_midway_loses_nothing() {
+    let _serial = SERIAL.lock().await;
+    let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    // Slow the cloud down so the first controller stops halfway.
+    h.fake
+        .set_latency(Method::InstanceMetadata, Duration::from_millis(150));
+    let names: Vec<String> = (0..12)
+        .map(|i| unique_name(&format!("restart{i}")))
+        .collect();
+    for n in &names {
+        h.nodes()
+            .create(&PostParams::default(), &kubelet_node(n))
+            .await
+            .unwrap();
+    }
+    let count_done = |nodes: &[Node]| {
+        nodes
+            .iter()
+            .filter(|n| !has_taint(n, UNINITIALIZED))
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let nodes: Vec<Node> = h
+            .nodes()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
+            .collect();
+        if count_done(&nodes) >= 3 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "first controller made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.restart_controller(&["--controllers=cloud-node"]).await;
+    let remaining = names.len()
+        - count_done(
+            &h.nodes()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
+                .collect::<Vec<_>>(),
+        );
+    assert!(
+        remaining > 0,
+        "the restart happened before all nodes were done"
+    );
+    h.fake.set_latency(Method::InstanceMetadata, Duration::ZERO);
+    for n in &names {
+        let node = h
+            .wait_for(n, "initialised after restart", |n| {
+                n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+            })
+            .await
+            .unwrap();
+        let instance = h
+            .fake
+            .instances()
+            .into_iter()
+            .find(|i| &i.name == n)
+            .unwrap();
+        assert_eq!(
+            node.spec.unwrap().provider_id.as_deref(),
+            Some(instance.provider_id.as_str())
+        );
+        assert_eq!(
+            node.metadata
+                .labels
+                .unwrap()
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            Some("fake-zone-a")
+        );
+    }
     h.stop().await;
 }

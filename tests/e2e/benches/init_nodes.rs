@@ -1,0 +1,148 @@
+//! Benchmark: how long the controller takes to initialise N Nodes registered
+//! at once (default 1,000), against the real kube-apiserver and the fake
+//! provider at zero latency, and how many API writes each Node cost.
+//! `cargo bench -p ccm-e2e --bench init_nodes` (BENCH_NODES=N to change N).
+//! It reports; it asserts nothing about speed.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_testsupport::{TestEnv, unique_name};
+use clap::Parser;
+use cloud_controller_manager::options::Options;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::watcher::{self, Event};
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+async fn run(n: usize, flags: &[&str]) {
+    let env = TestEnv::get();
+    let admin = env.admin_client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}/p.sock", dir.path().display());
+    let fake = FakeCloud::new(FakeConfig::default()).unwrap();
+    let (stop_fake, fake_stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
+        let _ = fake_stopped.await;
+    }));
+    let mut args = vec![
+        "ccm".to_string(),
+        format!("--provider-endpoint={endpoint}"),
+        "--controllers=cloud-node".into(),
+    ];
+    args.extend(flags.iter().map(|s| s.to_string()));
+    let opts = Options::try_parse_from(args).unwrap();
+    let enabled = opts.validate().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(cloud_controller_manager::run(
+        opts,
+        enabled,
+        admin.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+
+    let run_label = unique_name("bench");
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let cfg = watcher::Config::default().labels(&format!("bench-run={run_label}"));
+    let mut events = watcher::watcher(nodes.clone(), cfg).boxed();
+    while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
+
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let nodes = nodes.clone();
+            let run_label = run_label.clone();
+            async move {
+                let node = Node {
+                    metadata: ObjectMeta {
+                        name: Some(format!("{run_label}-{i}")),
+                        labels: Some([("bench-run".to_string(), run_label)].into()),
+                        ..Default::default()
+                    },
+                    spec: Some(NodeSpec {
+                        taints: Some(vec![Taint {
+                            key: UNINITIALIZED.into(),
+                            value: Some("true".into()),
+                            effect: "NoSchedule".into(),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+        })
+        .await;
+    let registered = start.elapsed();
+
+    // Every Apply after the one that created a Node is a write to it.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut done = 0;
+    while done < n {
+        match tokio::time::timeout(Duration::from_secs(600), events.try_next())
+            .await
+            .expect("progress")
+            .unwrap()
+        {
+            Some(Event::Apply(node)) => {
+                let name = node.metadata.name.clone().unwrap();
+                *seen.entry(name).or_default() += 1;
+                let tainted = node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED));
+                if !tainted {
+                    done += 1;
+                }
+            }
+            Some(_) => {}
+            None => panic!("watch ended"),
+        }
+    }
+    let total = start.elapsed();
+    let writes: usize = seen.values().map(|v| v - 1).sum();
+    let max_writes = seen.values().map(|v| v - 1).max().unwrap_or(0);
+    println!(
+        "{n} nodes, flags {flags:?}: registered in {registered:.2?}, all initialised after {total:.2?} ({:.1} nodes/s); API writes per node: mean {:.2}, max {max_writes}; provider InstanceMetadata calls: {}",
+        n as f64 / total.as_secs_f64(),
+        writes as f64 / n as f64,
+        fake.calls_of(Method::InstanceMetadata).len(),
+    );
+    let _ = stop.send(());
+    controller.await.unwrap().unwrap();
+    let _ = stop_fake.send(());
+    // The next run starts from an empty cluster.
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let nodes = nodes.clone();
+            let name = format!("{run_label}-{i}");
+            async move {
+                nodes.delete(&name, &Default::default()).await.unwrap();
+            }
+        })
+        .await;
+}
+
+#[tokio::main]
+async fn main() {
+    // RUST_LOG=warn shows the controller's retries, if any.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+    let n: usize = std::env::var("BENCH_NODES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    // Upstream's defaults (20 QPS, burst 30, one worker), then limits lifted.
+    run(n, &[]).await;
+    run(n, &["--kube-api-qps=0", "--concurrent-node-syncs=8"]).await;
+}
