@@ -51,7 +51,11 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     let meta = match ctx.provider.instance_metadata(node::node_ref(n)).await {
         Ok(meta) => meta,
         Err(source) => {
-            if let ClientError::InvalidResponse { .. } = &source {
+            let undecodable = source.provider_error().is_some_and(|e| {
+                // An answer over the message size limit never reaches us.
+                e.code() == tonic::Code::ResourceExhausted && e.reason().is_none()
+            });
+            if matches!(source, ClientError::InvalidResponse { .. }) || undecodable {
                 // A provider bug the user can only see here: say what was
                 // wrong; nothing was written and the taint stays.
                 ctx.event(

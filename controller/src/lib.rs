@@ -25,6 +25,8 @@ use crate::options::{ControllerName, Options};
 pub enum StartError {
     #[error("invalid provider endpoint: {0}")]
     Provider(#[from] ccm_provider_sdk::ClientError),
+    #[error("kubernetes client: {0}")]
+    Kube(#[from] kube::Error),
 }
 
 /// The provider client configured from the flags, reporting every call to
@@ -71,13 +73,15 @@ async fn wait_for_provider(
     }
 }
 
-/// Runs the enabled controllers until `shutdown` completes.
+/// Runs the enabled controllers until `shutdown` completes, talking to the
+/// cluster `config` points at (rate-limited by `--kube-api-qps/-burst`).
 pub async fn run(
     opts: Options,
     enabled: Vec<ControllerName>,
-    client: Client,
+    config: kube::Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
+    let client: Client = rate_limit::client(config, opts.kube_api_qps, opts.kube_api_burst)?;
     let mut registry = prometheus_client::registry::Registry::default();
     let provider = provider_client(&opts, metrics::ProviderMetrics::register(&mut registry))?;
     let work = async {

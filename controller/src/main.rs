@@ -3,7 +3,7 @@ use clap::Parser;
 use cloud_controller_manager::options::Options;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-async fn kube_client(opts: &Options) -> anyhow::Result<kube::Client> {
+async fn kube_config(opts: &Options) -> anyhow::Result<kube::Config> {
     let config = if opts.kubeconfig.is_empty() {
         kube::Config::infer()
             .await
@@ -15,11 +15,7 @@ async fn kube_client(opts: &Options) -> anyhow::Result<kube::Client> {
             .await
             .with_context(|| format!("using --kubeconfig {}", opts.kubeconfig))?
     };
-    Ok(cloud_controller_manager::rate_limit::client(
-        config,
-        opts.kube_api_qps,
-        opts.kube_api_burst,
-    )?)
+    Ok(config)
 }
 
 fn init_logging(format: &str) {
@@ -63,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
             "--cloud-provider is accepted for compatibility; the provider is whatever serves --provider-endpoint"
         );
     }
-    let client = kube_client(&opts).await?;
-    cloud_controller_manager::run(opts, enabled, client, shutdown_signal()).await?;
+    let config = kube_config(&opts).await?;
+    cloud_controller_manager::run(opts, enabled, config, shutdown_signal()).await?;
     Ok(())
 }

@@ -38,10 +38,11 @@ async fn run(n: usize, flags: &[&str]) {
     let opts = Options::try_parse_from(args).unwrap();
     let enabled = opts.validate().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = env.admin_config().await.unwrap();
     let controller = tokio::spawn(cloud_controller_manager::run(
         opts,
         enabled,
-        admin.clone(),
+        config,
         async {
             let _ = stopped.await;
         },

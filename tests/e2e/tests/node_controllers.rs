@@ -29,7 +29,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 
 struct Harness {
     admin: Client,
-    sa: Client,
+    sa: kube::Config,
     endpoint: String,
     fake: FakeCloud,
     stop_controller: Option<oneshot::Sender<()>>,
@@ -65,7 +65,7 @@ impl Harness {
             .await
             .unwrap();
         let sa = env
-            .service_account_client(&ns, "cloud-controller-manager")
+            .service_account_config(&ns, "cloud-controller-manager")
             .await
             .unwrap();
 
@@ -165,14 +165,14 @@ fn args_for(endpoint: &str, extra_flags: &[&str]) -> Vec<String> {
 }
 
 fn spawn_controller(
-    client: Client,
+    config: kube::Config,
     args: Vec<String>,
     stopped: oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<()> {
     let opts = Options::try_parse_from(args).unwrap();
     let enabled = opts.validate().unwrap();
     tokio::spawn(async move {
-        cloud_controller_manager::run(opts, enabled, client, async {
+        cloud_controller_manager::run(opts, enabled, config, async {
             let _ = stopped.await;
         })
         .await
@@ -585,8 +585,9 @@ async fn addresses_are_refreshed_when_the_cloud_changes_them() {
     h.stop().await;
 }
 
-/// A provider that breaks the contract the dangerous way: InstanceExists
-/// answers UNSPECIFIED, which a bool-based controller would read as "gone".
+/// A provider that breaks the contract: InstanceExists answers UNSPECIFIED
+/// (which a bool-based controller would read as "gone") and InstanceMetadata
+/// a zone Kubernetes would reject as a label value.
 mod unspecified {
     use ccm_provider_sdk::proto::*;
     use std::sync::Arc;
@@ -646,9 +647,56 @@ mod unspecified {
             &self,
             _: Request<InstanceMetadataRequest>,
         ) -> Result<Response<InstanceMetadataResponse>, Status> {
-            Err(Status::internal("unused"))
+            // A label value Kubernetes would reject.
+            Ok(Response::new(InstanceMetadataResponse {
+                metadata: Some(InstanceMetadata {
+                    provider_id: "fake://bad-1".into(),
+                    zone: "not a valid label value!".into(),
+                    ..Default::default()
+                }),
+            }))
         }
     }
+}
+
+/// Stops the fake and serves the raw `unspecified::Provider` on its socket;
+/// the returned sender stops it.
+async fn replace_provider_with_raw(
+    h: &mut Harness,
+    bad: unspecified::Provider,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    h.stop_provider();
+    let path = h.endpoint.trim_start_matches("unix://").to_owned();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while std::path::Path::new(&path).exists() {
+        assert!(tokio::time::Instant::now() < deadline, "fake did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listener = ccm_provider_sdk::bind_socket(std::path::Path::new(&path), 0o600)
+        .await
+        .unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                ccm_provider_sdk::proto::identity_service_server::IdentityServiceServer::new(
+                    bad.clone(),
+                ),
+            )
+            .add_service(
+                ccm_provider_sdk::proto::instances_service_server::InstancesServiceServer::new(bad),
+            )
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                async {
+                    let _ = stopped.await;
+                },
+            ),
+    );
+    (stop, server)
 }
 
 #[tokio::test]
@@ -687,37 +735,9 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
     );
 
     // 2. The provider answers UNSPECIFIED.
-    h.stop_provider();
-    let path = h.endpoint.trim_start_matches("unix://").to_owned();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while std::path::Path::new(&path).exists() {
-        assert!(tokio::time::Instant::now() < deadline, "fake did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let bad = unspecified::Provider::default();
-    let listener = ccm_provider_sdk::bind_socket(std::path::Path::new(&path), 0o600)
-        .await
-        .unwrap();
-    let (stop_bad, bad_stopped) = oneshot::channel::<()>();
-    let bad_server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(
-                ccm_provider_sdk::proto::identity_service_server::IdentityServiceServer::new(
-                    bad.clone(),
-                ),
-            )
-            .add_service(
-                ccm_provider_sdk::proto::instances_service_server::InstancesServiceServer::new(
-                    bad.clone(),
-                ),
-            )
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::UnixListenerStream::new(listener),
-                async {
-                    let _ = bad_stopped.await;
-                },
-            ),
-    );
+    let (stop_bad, bad_server) = replace_provider_with_raw(&mut h, bad.clone()).await;
+    let path = h.endpoint.trim_start_matches("unix://").to_owned();
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while bad.0.load(std::sync::atomic::Ordering::SeqCst) < 3 {
         assert!(
@@ -843,5 +863,33 @@ async fn controller_restart_midway_loses_nothing() {
             Some("fake-zone-a")
         );
     }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_provider_answers_are_rejected_with_a_warning_and_nothing_written() {
+    let _serial = SERIAL.lock().await;
+    let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    // Replace the fake with the broken provider on the same socket.
+    let (stop_bad, _server) =
+        replace_provider_with_raw(&mut h, unspecified::Provider::default()).await;
+
+    let name = unique_name("badanswer");
+    h.nodes()
+        .create(&PostParams::default(), &kubelet_node(&name))
+        .await
+        .unwrap();
+    let event = wait_for_event(&h.admin, &name, "ProviderAnswerRejected").await;
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains("metadata.zone"), "{note}");
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let n = h.nodes().get(&name).await.unwrap();
+    assert!(has_taint(&n, UNINITIALIZED), "taint kept");
+    assert!(n.spec.unwrap().provider_id.is_none(), "nothing written");
+    assert!(
+        n.status.and_then(|s| s.addresses).is_none(),
+        "nothing written"
+    );
+    let _ = stop_bad.send(());
     h.stop().await;
 }

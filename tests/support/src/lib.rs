@@ -118,6 +118,13 @@ impl TestEnv {
     /// a token from the TokenRequest API, so it has exactly the RBAC granted to
     /// that ServiceAccount. The ServiceAccount is created if missing.
     pub async fn service_account_client(&self, ns: &str, name: &str) -> anyhow::Result<Client> {
+        Ok(Client::try_from(
+            self.service_account_config(ns, name).await?,
+        )?)
+    }
+
+    /// The configuration behind [`Self::service_account_client`].
+    pub async fn service_account_config(&self, ns: &str, name: &str) -> anyhow::Result<Config> {
         let admin = self.admin_client().await?;
         let sas: Api<ServiceAccount> = Api::namespaced(admin, ns);
         if sas.get_opt(name).await?.is_none() {
@@ -150,7 +157,7 @@ impl TestEnv {
             token: Some(token.into()),
             ..Default::default()
         };
-        Ok(Client::try_from(config)?)
+        Ok(config)
     }
 
     /// Creates a namespace with a unique name. Namespaces are never deleted:
