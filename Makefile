@@ -43,5 +43,6 @@ conformance: ## The provider-conformance CLI against the fake-provider binary.
 	hack/conformance.sh
 
 .PHONY: bench
-bench: ## Benchmarks (not part of make test): provider RPC latency over a Unix socket.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
+	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
