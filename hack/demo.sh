@@ -14,20 +14,30 @@ rm -rf "$work"
 mkdir -p "$work"
 
 pids=()
+interrupted=
 cleanup() {
   local code=$?
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    # After Ctrl-C the terminal has already sent SIGINT to every process of
+    # the group; a second signal would make kube-apiserver exit at once,
+    # skipping its cleanup. So give them time first.
+    if [[ -n $interrupted ]]; then
+      for _ in $(seq 100); do kill -0 "${pids[i]}" 2>/dev/null || break; sleep 0.1; done
+    fi
     kill -TERM "${pids[i]}" 2>/dev/null || true
     wait "${pids[i]}" 2>/dev/null || true
   done
-  if ((code != 0)); then
+  if [[ -n $interrupted ]]; then
+    echo "demo: stopped; everything it started has exited" >&2
+  elif ((code != 0)); then
     echo "demo: FAILED (exit $code); logs in $work/*.log" >&2
     tail -n 20 "$work"/*.log >&2 || true
   fi
   exit "$code"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'interrupted=1; exit 130' INT
+trap 'exit 143' TERM
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 # wait_until DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds.
