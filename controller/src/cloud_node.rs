@@ -110,6 +110,10 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     Api::<Node>::all(ctx.client.clone())
         .patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
         .await?;
+    ctx.initialised
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.clone());
     tracing::info!(node = %name, "successfully initialized node with cloud provider");
     ctx.event(
         n,
@@ -130,12 +134,11 @@ async fn reconcile(n: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
         // cache entry, not work. Once the cache shows the untainted Node, the
         // record goes; a taint added after that is new work.
         let mut done = ctx.initialised.lock().unwrap_or_else(|p| p.into_inner());
-        match (tainted, done.get(node::name(&n))) {
-            (true, Some(_)) => return Ok(Action::await_change()),
-            (false, Some(_)) => {
-                done.remove(node::name(&n));
+        if done.contains(node::name(&n)) {
+            if tainted {
+                return Ok(Action::await_change());
             }
-            _ => {}
+            done.remove(node::name(&n));
         }
     }
     if tainted {

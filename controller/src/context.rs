@@ -140,8 +140,8 @@ pub struct Context {
     /// The field manager of this controller's writes.
     pub manager: &'static str,
     /// Nodes this process initialised whose untainted state the cache has
-    /// not shown yet (name → resourceVersion of our write).
-    pub initialised: Mutex<HashMap<String, String>>,
+    /// not shown yet.
+    pub initialised: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Context {
