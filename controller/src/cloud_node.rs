@@ -22,8 +22,6 @@ use serde_json::json;
 use crate::context::{Context, Error, retry_after};
 use crate::node;
 
-pub const NAME: &str = "cloud-node-controller";
-
 /// Writes the Node's addresses if they differ; returns the written Node.
 async fn patch_addresses(
     ctx: &Context,

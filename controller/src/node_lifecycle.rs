@@ -20,8 +20,6 @@ use serde_json::json;
 use crate::context::Context;
 use crate::node;
 
-pub const NAME: &str = "cloud-node-lifecycle-controller";
-
 fn shutdown_taint() -> Taint {
     Taint {
         key: node::SHUTDOWN_TAINT.into(),
