@@ -109,6 +109,27 @@ impl Harness {
         let _ = self.stop_fake.take().unwrap().send(());
     }
 
+    /// Registers a Node the way `kubelet --cloud-provider=external` does.
+    async fn register_node(&self, name: &str) {
+        self.nodes()
+            .create(&PostParams::default(), &kubelet_node(name))
+            .await
+            .unwrap();
+    }
+
+    /// How many of `names` no longer carry the uninitialized taint.
+    async fn initialised_count(&self, names: &[String]) -> usize {
+        self.nodes()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
+            .filter(|n| !has_taint(n, UNINITIALIZED))
+            .count()
+    }
+
     fn nodes(&self) -> Api<Node> {
         Api::all(self.admin.clone())
     }
@@ -232,10 +253,7 @@ async fn tainted_node_is_initialised_in_two_writes() {
         changes.try_next().await.unwrap(),
         Some(WatchEvent::InitDone)
     ) {}
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
 
     let mut versions = Vec::new();
     let node = tokio::time::timeout(DEADLINE, async {
@@ -328,10 +346,7 @@ async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
     )
     .await;
     let name = unique_name("late");
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
 
     // The provider is asked and says NOT_FOUND: the node stays tainted.
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -369,10 +384,7 @@ async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exist
     h.fake
         .add_instance(ccm_fake_provider::InstanceSpec::named(&name))
         .unwrap();
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
 
     // A Ready node is never tainted, even when the cloud says its instance
     // is shut down. Proof that a lifecycle pass saw it Ready: a witness Node,
@@ -384,10 +396,7 @@ async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exist
         .add_instance(ccm_fake_provider::InstanceSpec::named(&witness))
         .unwrap();
     h.fake.shutdown_instance(&witness).unwrap();
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&witness))
-        .await
-        .unwrap();
+    h.register_node(&witness).await;
     h.set_ready(&witness, "False").await;
     h.wait_for(&witness, "witness tainted", |n| {
         n.is_some_and(|n| has_taint(n, SHUTDOWN))
@@ -543,10 +552,7 @@ async fn addresses_are_refreshed_when_the_cloud_changes_them() {
     )
     .await;
     let name = unique_name("refresh");
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
     h.wait_for(&name, "initialised", |n| {
         n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
     })
@@ -714,10 +720,7 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
     h.fake
         .add_instance(ccm_fake_provider::InstanceSpec::named(&name))
         .unwrap();
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
     h.set_ready(&name, "False").await;
     // A correct, prompt answer would now be NOT_EXISTS.
     h.fake.remove_instance(&name);
@@ -789,31 +792,10 @@ async fn controller_restart_midway_loses_nothing() {
         .map(|i| unique_name(&format!("restart{i}")))
         .collect();
     for n in &names {
-        h.nodes()
-            .create(&PostParams::default(), &kubelet_node(n))
-            .await
-            .unwrap();
+        h.register_node(n).await;
     }
-    let count_done = |nodes: &[Node]| {
-        nodes
-            .iter()
-            .filter(|n| !has_taint(n, UNINITIALIZED))
-            .count()
-    };
     let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let nodes: Vec<Node> = h
-            .nodes()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
-            .collect();
-        if count_done(&nodes) >= 3 {
-            break;
-        }
+    while h.initialised_count(&names).await < 3 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "first controller made no progress"
@@ -821,17 +803,7 @@ async fn controller_restart_midway_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     h.restart_controller(&["--controllers=cloud-node"]).await;
-    let remaining = names.len()
-        - count_done(
-            &h.nodes()
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
-                .collect::<Vec<_>>(),
-        );
+    let remaining = names.len() - h.initialised_count(&names).await;
     assert!(
         remaining > 0,
         "the restart happened before all nodes were done"
@@ -875,10 +847,7 @@ async fn invalid_provider_answers_are_rejected_with_a_warning_and_nothing_writte
         replace_provider_with_raw(&mut h, unspecified::Provider::default()).await;
 
     let name = unique_name("badanswer");
-    h.nodes()
-        .create(&PostParams::default(), &kubelet_node(&name))
-        .await
-        .unwrap();
+    h.register_node(&name).await;
     let event = wait_for_event(&h.admin, &name, "ProviderAnswerRejected").await;
     let note = event.note.unwrap_or_default();
     assert!(note.contains("metadata.zone"), "{note}");
