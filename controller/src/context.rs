@@ -37,6 +37,7 @@ pub struct NodeCache {
     pub store: Store<Node>,
     writer: reflector::store::Writer<Node>,
     synced: tokio::sync::watch::Sender<bool>,
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl NodeCache {
@@ -46,6 +47,7 @@ impl NodeCache {
             store,
             writer,
             synced: tokio::sync::watch::Sender::new(false),
+            changed: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -54,6 +56,13 @@ impl NodeCache {
     /// concurrent waiters, and the controller's runner is already one.)
     pub fn synced(&self) -> tokio::sync::watch::Receiver<bool> {
         self.synced.subscribe()
+    }
+
+    /// Marked changed whenever a Node is added, changed or deleted (after
+    /// the store has the change), for controllers that react to the node
+    /// set rather than to one Node.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// The watch feeding the store, yielding each changed Node. Whoever
@@ -72,10 +81,15 @@ impl NodeCache {
                 }
             })
             .reflect(self.writer)
-            .inspect_ok(move |ev| {
-                if matches!(ev, watcher::Event::InitDone) {
+            .inspect_ok(move |ev| match ev {
+                watcher::Event::InitDone => {
                     self.synced.send_replace(true);
+                    self.changed.send_modify(|n| *n += 1);
                 }
+                watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                    self.changed.send_modify(|n| *n += 1);
+                }
+                watcher::Event::Init | watcher::Event::InitApply(_) => {}
             })
             .applied_objects()
     }
@@ -98,25 +112,40 @@ pub async fn drain(stream: impl futures::Stream<Item = Result<Node, watcher::Err
         .await;
 }
 
-/// Exponential backoff per object key: 1 s doubling to 5 min, reset on
-/// success. Upstream starts at 5 ms and caps at 1000 s; a cloud that failed
-/// once rarely answers 5 ms later, and 16 minutes is too long to wait for a
-/// node that could be initialised.
-#[derive(Default)]
+/// Exponential backoff per object key, reset on success. Nodes use 1 s
+/// doubling to 5 min: upstream starts at 5 ms and caps at 1000 s, but a
+/// cloud that failed once rarely answers 5 ms later, and 16 minutes is too
+/// long to wait for a node that could be initialised. Services use
+/// upstream's 5 s to 5 min.
 pub struct Backoff {
+    base: Duration,
+    max: Duration,
     failures: Mutex<HashMap<String, u32>>,
 }
 
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(Duration::from_secs(1), Duration::from_secs(300))
+    }
+}
+
 impl Backoff {
-    pub const BASE: Duration = Duration::from_secs(1);
-    pub const MAX: Duration = Duration::from_secs(300);
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Backoff {
+            base,
+            max,
+            failures: Mutex::default(),
+        }
+    }
+
+    pub fn max(&self) -> Duration {
+        self.max
+    }
 
     pub fn failed(&self, key: &str) -> Duration {
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let n = f.entry(key.to_owned()).or_insert(0);
-        let delay = Self::BASE
-            .saturating_mul(1u32 << (*n).min(16))
-            .min(Self::MAX);
+        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
         *n = n.saturating_add(1);
         delay
     }

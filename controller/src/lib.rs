@@ -9,6 +9,8 @@ pub mod node;
 pub mod node_lifecycle;
 pub mod options;
 pub mod rate_limit;
+pub mod service;
+pub mod service_lb;
 
 use std::future::Future;
 use std::time::Duration;
@@ -92,7 +94,7 @@ pub async fn run(
                 ControllerName::CloudNode | ControllerName::CloudNodeLifecycle => {
                     (Capability::Instances, true)
                 }
-                ControllerName::ServiceLb => (Capability::LoadBalancers, false),
+                ControllerName::ServiceLb => (Capability::LoadBalancers, true),
                 ControllerName::NodeRoute => (Capability::Routes, false),
             };
             if !implemented {
@@ -115,6 +117,7 @@ pub async fn run(
         let cache = NodeCache::new();
         let store = cache.store.clone();
         let mut synced = cache.synced();
+        let node_changes = cache.changes();
         let changes = cache.into_stream(client.clone());
         let context_for = |c: ControllerName| {
             tracing::info!(controller = c.canonical(), "starting");
@@ -152,6 +155,15 @@ pub async fn run(
         if runnable.contains(&ControllerName::CloudNodeLifecycle) {
             let ctx = context_for(ControllerName::CloudNodeLifecycle);
             tasks.spawn(node_lifecycle::run(ctx, opts.node_monitor_period));
+        }
+        if runnable.contains(&ControllerName::ServiceLb) {
+            let ctx = context_for(ControllerName::ServiceLb);
+            tasks.spawn(service_lb::run(
+                ctx,
+                client.clone(),
+                node_changes,
+                opts.concurrent_service_syncs as usize,
+            ));
         }
         while tasks.join_next().await.is_some() {}
     };

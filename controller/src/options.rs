@@ -129,6 +129,13 @@ pub struct Options {
     #[arg(long, default_value_t = 1, help_heading = "Controllers")]
     pub concurrent_node_syncs: i32,
 
+    /// Services synced in parallel, and the parallelism of backend updates
+    /// after node changes. Upstream defaults to 1, which makes one slow
+    /// load balancer delay every other Service; provider mutations stay
+    /// bounded by --provider-max-concurrency.
+    #[arg(long, default_value_t = 10, help_heading = "Controllers")]
+    pub concurrent_service_syncs: i32,
+
     /// Nodes whose addresses are refreshed in parallel; 0 means
     /// --concurrent-node-syncs.
     #[arg(long, default_value_t = 0, help_heading = "Controllers")]
@@ -182,6 +189,10 @@ impl Options {
     pub fn validate(&self) -> Result<Vec<ControllerName>, String> {
         if self.concurrent_node_syncs <= 0 {
             return Err("concurrent-node-syncs must be a positive number".into());
+        }
+        if self.concurrent_service_syncs <= 0 || self.concurrent_service_syncs > i32::from(u16::MAX)
+        {
+            return Err("concurrent-service-syncs must be between 1 and 65535".into());
         }
         if self.concurrent_node_status_updates < 0 {
             return Err("concurrent-node-status-updates cannot be a negative number".into());
@@ -247,6 +258,7 @@ mod tests {
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
         assert_eq!(o.kube_api_qps, 20.0);
         assert_eq!(o.kube_api_burst, 30);
+        assert_eq!(o.concurrent_service_syncs, 10, "ours: upstream's is 1");
         assert_eq!(o.validate().unwrap(), ControllerName::ALL);
         let o = Options::try_parse_from(["ccm", "--concurrent-node-syncs=0"]).unwrap();
         assert_eq!(

@@ -14,7 +14,7 @@ use ccm_provider_sdk::proto::{
 use ccm_provider_sdk::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
     LoadBalancers, ProviderError, ProviderInfo, ProviderResult, ProviderServer, Routes,
-    ShutdownState, Zones, default_load_balancer_name,
+    ShutdownState, Zones, cluster_scoped_load_balancer_name,
 };
 
 /// Keyed by (cluster name, Service uid or destination CIDR).
@@ -149,7 +149,7 @@ impl LoadBalancers for Tiny {
             .iter()
             .filter(|((c, _), _)| *c == cluster)
             .map(|((c, uid), (s, st))| LoadBalancerEntry {
-                name: default_load_balancer_name(c, uid),
+                name: cluster_scoped_load_balancer_name(c, uid),
                 service_uid: uid.clone(),
                 service_namespace: s.namespace.clone(),
                 service_name: s.name.clone(),

@@ -166,7 +166,9 @@ pub trait LoadBalancers: Send + Sync + 'static {
     ) -> impl Future<Output = ProviderResult<Option<LoadBalancerStatus>>> + Send;
 
     /// Must be a pure function of cluster name, Service uid and annotations.
-    /// The default is [`default_load_balancer_name`].
+    /// The default is [`cluster_scoped_load_balancer_name`], so two clusters
+    /// sharing a cloud account never claim one load balancer (upstream's
+    /// default, [`default_load_balancer_name`], ignores the cluster).
     fn get_load_balancer_name(
         &self,
         ctx: CallContext,
@@ -174,7 +176,12 @@ pub trait LoadBalancers: Send + Sync + 'static {
         service: Service,
     ) -> impl Future<Output = ProviderResult<String>> + Send {
         let _ = ctx;
-        async move { Ok(default_load_balancer_name(&cluster_name, &service.uid)) }
+        async move {
+            Ok(cluster_scoped_load_balancer_name(
+                &cluster_name,
+                &service.uid,
+            ))
+        }
     }
 
     fn ensure_load_balancer(

@@ -243,6 +243,21 @@ pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked
         if !ing.ip.is_empty() {
             ip(&format!("{f}.ip"), &ing.ip)?;
         }
+        if !ing.hostname.is_empty() {
+            // What the apiserver accepts in status.loadBalancer.ingress[].hostname.
+            if !is_dns_subdomain(&ing.hostname) {
+                return Err(violation(
+                    format!("{f}.hostname"),
+                    format!("{:?} is not a DNS name", ing.hostname),
+                ));
+            }
+            if ing.hostname.parse::<IpAddr>().is_ok() {
+                return Err(violation(
+                    format!("{f}.hostname"),
+                    format!("{:?} is an IP address; use ip", ing.hostname),
+                ));
+            }
+        }
         optional_enum::<crate::proto::IpMode>(&format!("{f}.ip_mode"), ing.ip_mode)?;
         for (j, p) in ing.ports.iter().enumerate() {
             known_enum::<Protocol>(&format!("{f}.ports[{j}].protocol"), p.protocol)?;

@@ -259,12 +259,19 @@ async fn typed_round_trip_with_derived_capabilities() {
         updated.outcome,
         ccm_provider_sdk::LbOutcome::ImplementedElsewhere("another controller".into())
     );
-    // The default name is upstream's: "a" + uid without dashes, 32 chars.
+    // The default name is scoped by the cluster: two clusters sharing an
+    // account never claim one load balancer (upstream's omits the cluster).
     assert_eq!(
         c.get_load_balancer_name("kubernetes", service())
             .await
             .unwrap(),
-        "a1f6c0b4e00004000800000000000000"
+        "kubernetes-1f6c0b4e000040008000000000000001"
+    );
+    assert_ne!(
+        c.get_load_balancer_name("other", service()).await.unwrap(),
+        c.get_load_balancer_name("kubernetes", service())
+            .await
+            .unwrap()
     );
     // Not advertised: refused by the client before any call.
     assert!(matches!(

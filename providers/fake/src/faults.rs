@@ -176,6 +176,10 @@ pub struct ErrorInjection {
     /// Only the next `times` calls fail; `None` means until cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,
+    /// Do the work first, then wait the latency and answer the error: the
+    /// cloud acted but the caller never learns it (a lost answer).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_work: bool,
 }
 
 impl ErrorInjection {
@@ -187,12 +191,19 @@ impl ErrorInjection {
             retry_after_ms: None,
             field: None,
             times: None,
+            after_work: false,
         }
     }
 
     /// Limits the injection to the next `n` calls.
     pub fn times(mut self, n: u32) -> Self {
         self.times = Some(n);
+        self
+    }
+
+    /// Makes the call do its work before failing (see `after_work`).
+    pub fn after_work(mut self) -> Self {
+        self.after_work = true;
         self
     }
 
@@ -245,10 +256,12 @@ pub struct FaultsSnapshot {
 pub(crate) enum Plan {
     /// Answer this error at once (throttled), without latency.
     Reject(ProviderError),
-    /// Wait `latency`, then answer `error` or do the work.
+    /// Wait `latency`, then answer `error` or do the work; with
+    /// `after_work`, do the work, wait, then answer `error`.
     Proceed {
         latency: Duration,
         error: Option<ProviderError>,
+        after_work: bool,
     },
 }
 
@@ -293,6 +306,10 @@ pub(crate) struct Faults {
     latency: BTreeMap<Target, Duration>,
     errors: BTreeMap<Target, ErrorInjection>,
     rate_limit: Option<Bucket>,
+    /// Replaces the ingress EnsureLoadBalancer answers with: how to make
+    /// the fake break the contract's answer rules (an invalid IP or
+    /// hostname) for the controller's validation.
+    pub(crate) corrupt_ingress: Option<ccm_provider_sdk::proto::LoadBalancerIngress>,
 }
 
 impl Faults {
@@ -374,9 +391,11 @@ impl Faults {
         let target = [specific, Target::All]
             .into_iter()
             .find(|t| self.errors.contains_key(t));
+        let mut after_work = false;
         let error = target.and_then(|t| {
             let injection = self.errors.get_mut(&t)?;
             let error = injection.to_error(method);
+            after_work = injection.after_work;
             if let Some(n) = &mut injection.times {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -385,7 +404,11 @@ impl Faults {
             }
             Some(error)
         });
-        Plan::Proceed { latency, error }
+        Plan::Proceed {
+            latency,
+            error,
+            after_work,
+        }
     }
 }
 
@@ -544,7 +567,7 @@ mod tests {
             ErrorInjection::new(ErrorKind::CredentialsInvalid, "m"),
         );
         match f.plan(Method::Master, now) {
-            Plan::Proceed { latency, error } => {
+            Plan::Proceed { latency, error, .. } => {
                 assert_eq!(latency, Duration::from_millis(50));
                 assert_eq!(
                     error.unwrap().reason(),
@@ -554,7 +577,7 @@ mod tests {
             p => panic!("{p:?}"),
         }
         match f.plan(Method::ListRoutes, now) {
-            Plan::Proceed { latency, error } => {
+            Plan::Proceed { latency, error, .. } => {
                 assert_eq!(latency, Duration::from_millis(5));
                 assert_eq!(error.unwrap().message(), "all");
             }

@@ -91,7 +91,7 @@ pub struct FakeCloud {
 
 /// A poisoned lock only means a test panicked mid-call; the data is plain
 /// and still consistent enough for a fake, so keep serving.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -225,7 +225,13 @@ impl FakeCloud {
         lock(&self.shared.faults).set_rate_limit(per_second, Instant::now());
     }
 
-    /// Removes every latency, injection and the rate limit.
+    /// Makes EnsureLoadBalancer answer `ingress` instead of the real
+    /// address (even one the contract forbids); `None` restores it.
+    pub fn corrupt_ingress(&self, ingress: Option<ccm_provider_sdk::proto::LoadBalancerIngress>) {
+        lock(&self.shared.faults).corrupt_ingress = ingress;
+    }
+
+    /// Removes every latency, injection, corruption and the rate limit.
     pub fn clear_faults(&self) {
         *lock(&self.shared.faults) = Faults::default();
     }
@@ -275,7 +281,17 @@ impl FakeCloud {
         let plan = lock(&self.shared.faults).plan(method, Instant::now());
         let result = match plan {
             Plan::Reject(e) => Err(e),
-            Plan::Proceed { latency, error } => {
+            Plan::Proceed {
+                latency,
+                error: Some(e),
+                after_work: true,
+            } => {
+                // The result is lost on purpose, as a dropped answer would be.
+                let _ = work(&mut lock(&self.shared.state));
+                tokio::time::sleep(latency).await;
+                Err(e)
+            }
+            Plan::Proceed { latency, error, .. } => {
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
                 }

@@ -118,10 +118,18 @@ impl LoadBalancers for FakeCloud {
         service: Service,
         nodes: Vec<NodeRef>,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
-        self.call(Method::EnsureLoadBalancer, &ctx, |s| {
-            s.ensure_lb(&cluster_name, &service, &nodes)
-        })
-        .await
+        let mut answer = self
+            .call(Method::EnsureLoadBalancer, &ctx, |s| {
+                s.ensure_lb(&cluster_name, &service, &nodes)
+            })
+            .await?;
+        let corrupt = crate::lock(&self.shared.faults).corrupt_ingress.clone();
+        if let (Some(bad), ccm_provider_sdk::LbOutcome::Done(status)) =
+            (corrupt, &mut answer.outcome)
+        {
+            status.ingress = vec![bad];
+        }
+        Ok(answer)
     }
 
     async fn update_load_balancer(

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
-    NodeRef, PortStatus, Protocol, Route, Service, Warning, Zone,
+    NodeRef, PortStatus, Protocol, Route, Service, TrafficPolicy, Warning, Zone,
 };
 use ccm_provider_sdk::{
     LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
@@ -22,7 +22,7 @@ use crate::Error;
 pub const PROVIDER_ID_SCHEME: &str = "fake";
 const PROVIDER_ID_PREFIX: &str = "fake://";
 
-/// The annotation prefix the fake owns; unknown keys under it get a warning.
+/// The annotation prefix the fake owns (declared in its annotation schema).
 pub const ANNOTATION_PREFIX: &str = "fake.ccm-rs.io/";
 /// `"true"` or `"false"`: whether the load balancer is internal.
 pub const ANNOTATION_INTERNAL: &str = "fake.ccm-rs.io/internal";
@@ -361,13 +361,27 @@ fn lb_options(service: &Service) -> ProviderResult<(LbOptions, Vec<Warning>)> {
                 }
                 health_check_path = Some(value.clone());
             }
-            _ => warnings.push(Warning {
-                reason: "AnnotationIgnored".to_owned(),
-                message: format!(
-                    "annotation {key} is not known to the fake cloud; known keys: {}",
-                    KNOWN_ANNOTATIONS.join(", ")
-                ),
-            }),
+            // Unknown keys are the controller's to report: the fake
+            // declares its keys in its annotation schema.
+            _ => {}
+        }
+    }
+    if health_check_path.is_some() && service.external_traffic_policy != TrafficPolicy::Local as i32
+    {
+        warnings.push(Warning {
+            reason: "HealthCheckPathIgnored".to_owned(),
+            message: format!(
+                "{ANNOTATION_HEALTH_CHECK_PATH} is only used with externalTrafficPolicy: Local; \
+                 with Cluster every node answers for every Service"
+            ),
+        });
+    }
+    for (i, p) in service.ports.iter().enumerate() {
+        if p.protocol == Protocol::Sctp as i32 {
+            return Err(ProviderError::invalid_service_spec(
+                format!("spec.ports[{i}].protocol"),
+                "the fake cloud's load balancers do not support SCTP",
+            ));
         }
     }
     // HashMap iteration order must not leak into the answer.
@@ -832,7 +846,7 @@ impl State {
 mod tests {
     use super::*;
     use ccm_provider_sdk::LbOutcome;
-    use ccm_provider_sdk::proto::{ErrorReason, ServicePort, SessionAffinity, TrafficPolicy};
+    use ccm_provider_sdk::proto::{ErrorReason, ServicePort, SessionAffinity};
 
     fn state(config: FakeConfig) -> State {
         State::new(config).unwrap()
@@ -981,10 +995,17 @@ mod tests {
         a.annotations
             .insert("fake.ccm-rs.io/intrenal".into(), "true".into());
         a.annotations.insert("example.com/other".into(), "x".into());
+        // Unknown keys are left to the controller (the annotation schema);
+        // a health-check path without the Local policy is worth a warning.
         let answer = s.ensure_lb("k", &a, &[]).unwrap();
         assert_eq!(answer.warnings.len(), 1);
-        assert_eq!(answer.warnings[0].reason, "AnnotationIgnored");
-        assert!(answer.warnings[0].message.contains("intrenal"));
+        assert_eq!(answer.warnings[0].reason, "HealthCheckPathIgnored");
+        a.external_traffic_policy = TrafficPolicy::Local as i32;
+        assert!(s.ensure_lb("k", &a, &[]).unwrap().warnings.is_empty());
+        let mut sctp = svc("sctp");
+        sctp.ports[0].protocol = Protocol::Sctp as i32;
+        let err = s.ensure_lb("k", &sctp, &[]).unwrap_err();
+        assert_eq!(err.field_violations()[0].0, "spec.ports[0].protocol");
         let lb = &s.dump().load_balancers[0];
         assert!(lb.internal);
         assert_eq!(lb.health_check_path.as_deref(), Some("/healthz"));

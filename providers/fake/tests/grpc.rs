@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{
-    ANNOTATION_PREFIX, CallOutcome, ErrorInjection, ErrorKind, FakeConfig, InstanceSpec, Method,
+    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_PREFIX, CallOutcome, ErrorInjection, ErrorKind,
+    FakeConfig, InstanceSpec, Method,
 };
 use ccm_provider_sdk::proto::{Capability, ErrorReason, NodeAddressType, NodeRef, Route};
 use ccm_provider_sdk::{ClientOptions, Existence, LbOutcome, Outcome, Readiness, ShutdownState};
@@ -150,17 +151,17 @@ async fn load_balancer_lifecycle() {
         .unwrap();
     assert_eq!(r.fake.dump().load_balancers[0].backends, ["n2", "n3"]);
 
-    // Unknown annotations under our prefix come back as warnings.
+    // Warnings travel with a successful answer.
     let mut annotated = service("second");
     annotated
         .annotations
-        .insert(format!("{ANNOTATION_PREFIX}typo"), "x".into());
+        .insert(ANNOTATION_HEALTH_CHECK_PATH.into(), "/healthz".into());
     let answer = c
         .ensure_load_balancer("k", annotated, vec![])
         .await
         .unwrap();
     assert_eq!(answer.warnings.len(), 1);
-    assert_eq!(answer.warnings[0].reason, "AnnotationIgnored");
+    assert_eq!(answer.warnings[0].reason, "HealthCheckPathIgnored");
 
     let mut elsewhere = service("third");
     elsewhere.load_balancer_class = Some("example.com/other".into());

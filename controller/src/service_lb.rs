@@ -1,0 +1,743 @@
+//! service-lb-controller: a cloud load balancer for every `type:
+//! LoadBalancer` Service without a `loadBalancerClass`, with upstream's
+//! finalizer, events and retry semantics, plus a `LoadBalancerReady`
+//! condition on the Service saying where its load balancer stands.
+//!
+//! Two loops share one record per Service:
+//! - the Service reconciler (`--concurrent-service-syncs` workers) ensures
+//!   or deletes the load balancer when the Service changes in a way that
+//!   matters (upstream's `needsUpdate`);
+//! - the backend loop watches the node set and calls UpdateLoadBalancer
+//!   once per Service whose backends changed, bounded by the same number.
+//!
+//! A Service's record is an async mutex held across its provider call, so
+//! an Ensure and an Update for one Service never interleave and the later
+//! one always sends the newest node set.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ccm_provider_sdk::proto::{self, ErrorReason};
+use ccm_provider_sdk::{ClientError, LbOutcome};
+use futures::StreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Patch;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::context::{Backoff, Context};
+use crate::service::{self, SpecError, Standing};
+
+/// How long the backend loop waits after a node change for more changes,
+/// so a burst (a node pool scaling) becomes one update per Service.
+const BACKEND_COALESCE: Duration = Duration::from_secs(1);
+
+/// Why one sync failed. The text is what the Warning event says after
+/// "Error syncing load balancer: ".
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+    #[error("failed to {op}: {source}")]
+    Provider {
+        op: &'static str,
+        source: ClientError,
+    },
+    #[error("failed to {op}: {source}")]
+    Kube {
+        op: &'static str,
+        source: kube::Error,
+    },
+    #[error("service status returned by EnsureLoadBalancer has no ingress yet")]
+    NoIngress,
+}
+
+fn provider(op: &'static str) -> impl FnOnce(ClientError) -> SyncError {
+    move |source| SyncError::Provider { op, source }
+}
+
+fn kube_op(op: &'static str) -> impl FnOnce(kube::Error) -> SyncError {
+    move |source| SyncError::Kube { op, source }
+}
+
+impl SyncError {
+    /// The delay the provider asked for (RetryInfo), honoured exactly.
+    fn retry_delay(&self) -> Option<Duration> {
+        match self {
+            SyncError::Provider { source, .. } => source.provider_error()?.retry_after_delay(),
+            _ => None,
+        }
+    }
+
+    /// Input that fails the same way until someone changes the Service:
+    /// retried only at the longest backoff (a change to the Service
+    /// triggers a sync at once anyway).
+    fn needs_a_change(&self) -> bool {
+        match self {
+            SyncError::Spec(_) => true,
+            SyncError::Provider { source, .. } => matches!(
+                source.provider_error().and_then(|e| e.reason()),
+                Some(ErrorReason::InvalidServiceSpec | ErrorReason::InvalidAnnotation)
+            ),
+            _ => false,
+        }
+    }
+
+    /// The condition reason: the contract's error reason in CamelCase where
+    /// there is one.
+    fn condition_reason(&self) -> &'static str {
+        match self {
+            SyncError::Spec(_) => "InvalidServiceSpec",
+            SyncError::NoIngress => "Provisioning",
+            SyncError::Kube { .. } => "KubernetesAPIError",
+            SyncError::Provider { source, .. } => match source {
+                ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
+                ClientError::Unsupported(_) | ClientError::Endpoint(_) => "ProviderError",
+                ClientError::Provider(e) => match e.reason() {
+                    Some(ErrorReason::RetryAfter | ErrorReason::OperationPending) => "Provisioning",
+                    Some(ErrorReason::InvalidServiceSpec) => "InvalidServiceSpec",
+                    Some(ErrorReason::InvalidAnnotation) => "InvalidAnnotation",
+                    Some(ErrorReason::QuotaExceeded) => "QuotaExceeded",
+                    Some(ErrorReason::ConflictingResource) => "ConflictingResource",
+                    Some(ErrorReason::CloudUnavailable) => "CloudUnavailable",
+                    Some(ErrorReason::CredentialsInvalid) => "CredentialsInvalid",
+                    Some(ErrorReason::InvalidRequest) => "InvalidRequest",
+                    _ => match e.code() {
+                        tonic::Code::DeadlineExceeded => "ProviderTimeout",
+                        tonic::Code::Unavailable => "ProviderUnavailable",
+                        _ => "ProviderError",
+                    },
+                },
+            },
+        }
+    }
+}
+
+/// What this process last did for one Service.
+#[derive(Debug, Default)]
+struct Record {
+    uid: String,
+    /// `service::fingerprint` of the last Service whose Ensure succeeded;
+    /// `None` forces the next sync to Ensure.
+    ensured: Option<u64>,
+    /// The backends the load balancer was last given.
+    backends: Option<service::BackendSet>,
+    /// The provider said another controller handles it.
+    elsewhere: bool,
+    /// After a failure: no new attempt before the instant while the
+    /// Service is unchanged in every way that matters (fingerprint and
+    /// whether it needs cleanup). Our own status writes come back as
+    /// watch events; without this they would retry at once and defeat
+    /// both the backoff and the provider's RetryInfo.
+    retry: Option<(u64, bool, tokio::time::Instant)>,
+}
+
+/// The controller's state beside the shared [`Context`].
+pub struct Lb {
+    ctx: Arc<Context>,
+    records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Record>>>>,
+    backoff: Backoff,
+    /// (uid, annotation key) pairs already reported as unknown.
+    reported_annotations: Mutex<HashSet<(String, String)>>,
+    /// Asks the reconciler for a full sync of a Service.
+    resync: mpsc::UnboundedSender<ObjectRef<Service>>,
+}
+
+impl Lb {
+    fn record(&self, key: &str) -> Arc<tokio::sync::Mutex<Record>> {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    fn forget(&self, key: &str) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    fn services_api(&self, svc: &Service) -> Api<Service> {
+        Api::namespaced(
+            self.ctx.client.clone(),
+            svc.metadata.namespace.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// One strategic-merge patch through the status subresource, as
+    /// upstream: finalizers and status both, so RBAC needs only
+    /// `services/status: patch`. A Service already gone is not an error.
+    async fn patch_status(
+        &self,
+        svc: &Service,
+        patch: Value,
+        op: &'static str,
+    ) -> Result<(), SyncError> {
+        let name = svc.metadata.name.as_deref().unwrap_or_default();
+        match self
+            .services_api(svc)
+            .patch_status(name, &self.ctx.patch_params(), &Patch::Strategic(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(kube_op(op)(e)),
+        }
+    }
+
+    async fn event(&self, svc: &Service, type_: EventType, reason: &str, note: String) {
+        let action = match reason {
+            r if r.starts_with("Delet") => "DeleteLoadBalancer",
+            r if r.starts_with("Update") => "UpdateLoadBalancer",
+            _ => "EnsureLoadBalancer",
+        };
+        self.ctx.event(svc, type_, reason, note, action).await;
+    }
+
+    async fn provider_warnings(&self, svc: &Service, warnings: &[proto::Warning]) {
+        for w in warnings {
+            let reason = if w.reason.is_empty() {
+                "ProviderWarning"
+            } else {
+                &w.reason
+            };
+            self.event(svc, EventType::Warning, reason, w.message.clone())
+                .await;
+        }
+    }
+
+    /// One Warning per unknown annotation key under the provider's
+    /// prefixes, once per Service uid, naming the closest known key.
+    async fn report_unknown_annotations(&self, svc: &Service) {
+        let Ok(handshake) = self.ctx.provider.handshake().await else {
+            return;
+        };
+        let schema = &handshake.annotations;
+        let uid = svc.metadata.uid.clone().unwrap_or_default();
+        for (key, closest) in service::unknown_annotations(svc, schema) {
+            let new = self
+                .reported_annotations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((uid.clone(), key.clone()));
+            if !new {
+                continue;
+            }
+            let hint = match closest {
+                Some(k) => format!("; did you mean {k}?"),
+                None => String::new(),
+            };
+            self.event(
+                svc,
+                EventType::Warning,
+                "UnknownAnnotation",
+                format!(
+                    "Annotation {key} is not one provider {} understands and is ignored{hint}",
+                    handshake.info.name
+                ),
+            )
+            .await;
+        }
+    }
+
+    /// Writes the condition (and, with `ingress`, the ingress) when either
+    /// differs from what the Service shows.
+    async fn publish(
+        &self,
+        svc: &Service,
+        standing: &Standing,
+        ingress: Option<Vec<k8s_openapi::api::core::v1::LoadBalancerIngress>>,
+    ) -> Result<(), SyncError> {
+        let mut status = serde_json::Map::new();
+        if let Some(c) = service::condition_update(svc, standing, Time(now())) {
+            status.insert("conditions".into(), json!([c]));
+        }
+        if let Some(ingress) = ingress
+            && !service::ingress_equal(service::ingress(svc), &ingress)
+        {
+            status.insert("loadBalancer".into(), json!({ "ingress": ingress }));
+        }
+        if status.is_empty() {
+            return Ok(());
+        }
+        self.patch_status(
+            svc,
+            json!({ "status": status }),
+            "update load balancer status",
+        )
+        .await
+    }
+
+    /// Ensures the load balancer. `record` is this Service's, held.
+    async fn ensure(&self, svc: &Service, record: &mut Record) -> Result<Action, SyncError> {
+        let key = service::key(svc);
+        self.event(
+            svc,
+            EventType::Normal,
+            "EnsuringLoadBalancer",
+            "Ensuring load balancer".into(),
+        )
+        .await;
+        self.report_unknown_annotations(svc).await;
+        let request = service::to_proto(svc)?;
+
+        // The finalizer goes on before the cloud is called, so no load
+        // balancer can exist that a deletion would not see.
+        let mut first = serde_json::Map::new();
+        if !service::has_finalizer(svc) {
+            first.insert(
+                "metadata".into(),
+                json!({ "finalizers": [service::FINALIZER] }),
+            );
+        }
+        if service::condition(svc).is_none() {
+            let provisioning = Standing::not_ready(
+                "Provisioning",
+                "Ensuring the load balancer with the provider",
+            );
+            if let Some(c) = service::condition_update(svc, &provisioning, Time(now())) {
+                first.insert("status".into(), json!({ "conditions": [c] }));
+            }
+        }
+        if !first.is_empty() {
+            self.patch_status(
+                svc,
+                Value::Object(first),
+                "add load balancer cleanup finalizer",
+            )
+            .await?;
+        }
+
+        let nodes = service::backends(self.ctx.nodes.state().iter().map(|n| n.as_ref()));
+        if nodes.is_empty() {
+            self.event(
+                svc,
+                EventType::Warning,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+        }
+        record.backends = Some(service::backend_set(&nodes));
+        let answer = self
+            .ctx
+            .provider
+            .ensure_load_balancer(&self.ctx.cluster_name, request, nodes)
+            .await
+            .map_err(provider("ensure load balancer"))?;
+        self.provider_warnings(svc, &answer.warnings).await;
+        let fingerprint = service::fingerprint(svc);
+        match answer.outcome {
+            LbOutcome::ImplementedElsewhere(message) => {
+                tracing::info!(service = %key, message, "load balancer implemented elsewhere");
+                record.elsewhere = true;
+                record.ensured = Some(fingerprint);
+                Ok(Action::await_change())
+            }
+            LbOutcome::Done(status) => {
+                record.elsewhere = false;
+                if status.ingress.is_empty() {
+                    return Err(SyncError::NoIngress);
+                }
+                self.event(
+                    svc,
+                    EventType::Normal,
+                    "EnsuredLoadBalancer",
+                    "Ensured load balancer".into(),
+                )
+                .await;
+                self.publish(
+                    svc,
+                    &Standing::ready(),
+                    Some(service::ingress_from_proto(&status)),
+                )
+                .await?;
+                record.ensured = Some(fingerprint);
+                Ok(Action::await_change())
+            }
+        }
+    }
+
+    /// Deletes the load balancer, then the finalizer, ingress and
+    /// condition. Nothing is removed unless the provider said the load
+    /// balancer is gone.
+    async fn delete(&self, svc: &Service) -> Result<Action, SyncError> {
+        let request = service::to_proto(svc).or_else(|e| {
+            // The delete needs the Service's identity, not a valid spec.
+            tracing::debug!(error = %e, "deleting with a partial description of the Service");
+            let mut partial = svc.clone();
+            if let Some(s) = partial.spec.as_mut() {
+                s.load_balancer_source_ranges = None;
+            }
+            if let Some(a) = partial.metadata.annotations.as_mut() {
+                a.remove(service::SOURCE_RANGES_ANNOTATION);
+            }
+            service::to_proto(&partial)
+        })?;
+        let exists = self
+            .ctx
+            .provider
+            .get_load_balancer(&self.ctx.cluster_name, request.clone())
+            .await
+            .map_err(provider("check if load balancer exists before cleanup"))?;
+        if exists.is_some() {
+            self.event(
+                svc,
+                EventType::Normal,
+                "DeletingLoadBalancer",
+                "Deleting load balancer".into(),
+            )
+            .await;
+            let warnings = self
+                .ctx
+                .provider
+                .ensure_load_balancer_deleted(&self.ctx.cluster_name, request)
+                .await
+                .map_err(provider("delete load balancer"))?;
+            self.provider_warnings(svc, &warnings).await;
+        }
+        let mut patch = serde_json::Map::new();
+        if service::has_finalizer(svc) {
+            patch.insert(
+                "metadata".into(),
+                json!({ "$deleteFromPrimitiveList/finalizers": [service::FINALIZER] }),
+            );
+        }
+        let mut status = serde_json::Map::new();
+        if service::condition(svc).is_some() {
+            status.insert(
+                "conditions".into(),
+                json!([{ "type": service::CONDITION, "$patch": "delete" }]),
+            );
+        }
+        if !service::ingress(svc).is_empty() {
+            status.insert("loadBalancer".into(), json!({ "ingress": null }));
+        }
+        if !status.is_empty() {
+            patch.insert("status".into(), Value::Object(status));
+        }
+        if !patch.is_empty() {
+            self.patch_status(
+                svc,
+                Value::Object(patch),
+                "remove load balancer cleanup finalizer",
+            )
+            .await?;
+        }
+        self.event(
+            svc,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer".into(),
+        )
+        .await;
+        self.forget(&service::key(svc));
+        Ok(Action::await_change())
+    }
+
+    /// Reports a failed sync (event and condition) and picks the delay
+    /// before the retry.
+    async fn failed(&self, svc: &Service, err: SyncError, deleting: bool) -> Duration {
+        let key = service::key(svc);
+        self.event(
+            svc,
+            EventType::Warning,
+            "SyncLoadBalancerFailed",
+            format!("Error syncing load balancer: {err}"),
+        )
+        .await;
+        if !matches!(err, SyncError::Kube { .. }) {
+            let standing = if deleting {
+                Standing::not_ready("DeletionFailed", err.to_string())
+            } else {
+                Standing::not_ready(err.condition_reason(), err.to_string())
+            };
+            if let Err(e) = self.publish(svc, &standing, None).await {
+                tracing::warn!(service = %key, error = %e, "could not record the failure on the Service");
+            }
+        }
+        let delay = if let Some(d) = err.retry_delay() {
+            d
+        } else if err.needs_a_change() {
+            self.backoff.max()
+        } else {
+            self.backoff.failed(&key)
+        };
+        tracing::warn!(service = %key, error = %err, retry_in = ?delay, "error processing service (retrying)");
+        delay
+    }
+}
+
+fn now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+impl Lb {
+    fn has_record(&self, key: &str) -> bool {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(key)
+    }
+}
+
+async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::convert::Infallible> {
+    let key = service::key(&svc);
+    if !service::needs_cleanup(&svc) && !service::wants_load_balancer(&svc) && !lb.has_record(&key)
+    {
+        // Most Services: not ours, and never were.
+        return Ok(Action::await_change());
+    }
+    let uid = svc.metadata.uid.clone().unwrap_or_default();
+    let record = lb.record(&key);
+    let mut record = record.lock().await;
+    if record.uid != uid {
+        // A new Service under an old name: nothing we did applies to it.
+        *record = Record {
+            uid: uid.clone(),
+            ..Record::default()
+        };
+    }
+    let was_ensured = record.ensured.is_some();
+    let fingerprint = service::fingerprint(&svc);
+    let cleanup = service::needs_cleanup(&svc);
+    if let Some((f, c, at)) = record.retry
+        && (f, c) == (fingerprint, cleanup)
+    {
+        let now = tokio::time::Instant::now();
+        if now < at {
+            return Ok(Action::requeue(at - now));
+        }
+    }
+    let outcome = if cleanup {
+        Some((lb.delete(&svc).await, true))
+    } else if service::wants_load_balancer(&svc) {
+        // Not the Service's condition: the cache may not show our own
+        // status write yet, and upstream does not re-ensure on status
+        // changes either.
+        let current = record.ensured == Some(fingerprint) && service::has_finalizer(&svc);
+        tracing::debug!(service = %key, current, ?record, fingerprint, "sync");
+        if current {
+            None
+        } else {
+            Some((lb.ensure(&svc, &mut record).await, false))
+        }
+    } else if was_ensured {
+        // We ensured it in this process and its finalizer was removed by
+        // someone else: delete anyway rather than leak.
+        let r = lb.delete(&svc).await;
+        if let Err(e) = &r {
+            lb.event(
+                &svc,
+                EventType::Warning,
+                "DeleteLoadBalancerFailed",
+                format!("Error deleting load balancer: {e}"),
+            )
+            .await;
+        }
+        Some((r, true))
+    } else {
+        None
+    };
+    Ok(match outcome {
+        None => Action::await_change(),
+        Some((Ok(action), _)) => {
+            lb.backoff.succeeded(&key);
+            record.retry = None;
+            action
+        }
+        Some((Err(e), deleting)) => {
+            if !deleting {
+                record.ensured = None;
+            }
+            let delay = lb.failed(&svc, e, deleting).await;
+            record.retry = Some((fingerprint, cleanup, tokio::time::Instant::now() + delay));
+            Action::requeue(delay)
+        }
+    })
+}
+
+fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Action {
+    match *e {}
+}
+
+/// Calls UpdateLoadBalancer for every Service this process ensured whose
+/// backends differ from the current node set. Returns how many it updated.
+async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
+    let nodes: Vec<Arc<Node>> = lb.ctx.nodes.state();
+    let current: service::BackendSet = nodes
+        .iter()
+        .filter(|n| service::is_backend(n))
+        .map(|n| {
+            (
+                crate::node::name(n).to_owned(),
+                crate::node::provider_id(n).to_owned(),
+            )
+        })
+        .collect();
+    let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
+        .records
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .collect();
+    let updated = std::sync::atomic::AtomicUsize::new(0);
+    let backends = std::sync::OnceLock::new();
+    futures::stream::iter(records)
+        .for_each_concurrent(workers.max(1), |(key, record)| {
+            let current = &current;
+            let nodes = &nodes;
+            let backends = &backends;
+            let updated = &updated;
+            async move {
+                let mut record = record.lock().await;
+                if record.ensured.is_none() || record.backends.as_ref() == Some(current) {
+                    return;
+                }
+                let Some((ns, name)) = key.split_once('/') else {
+                    return;
+                };
+                let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) else {
+                    return;
+                };
+                if !service::wants_load_balancer(&svc) || service::needs_cleanup(&svc) {
+                    return;
+                }
+                let nodes: &Vec<proto::NodeRef> =
+                    backends.get_or_init(|| service::backends(nodes.iter().map(|n| n.as_ref())));
+                record.backends = Some(current.clone());
+                updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !update_one(lb, &svc, nodes.clone()).await {
+                    record.ensured = None;
+                    let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
+                }
+            }
+        })
+        .await;
+    updated.into_inner()
+}
+
+/// One UpdateLoadBalancer, upstream's way: on failure, the load balancer
+/// is looked up and a missing one counts as success. False asks for a
+/// full Ensure.
+async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool {
+    let key = service::key(svc);
+    let request = match service::to_proto(svc) {
+        Ok(r) => r,
+        Err(_) => return false,
+    };
+    let ctx = &lb.ctx;
+    match ctx
+        .provider
+        .update_load_balancer(&ctx.cluster_name, request.clone(), nodes.clone())
+        .await
+    {
+        Ok(answer) => {
+            lb.provider_warnings(svc, &answer.warnings).await;
+            if matches!(answer.outcome, LbOutcome::Done(())) {
+                if nodes.is_empty() {
+                    lb.event(
+                        svc,
+                        EventType::Warning,
+                        "UnAvailableLoadBalancer",
+                        "There are no available nodes for LoadBalancer".into(),
+                    )
+                    .await;
+                } else {
+                    lb.event(
+                        svc,
+                        EventType::Normal,
+                        "UpdatedLoadBalancer",
+                        "Updated load balancer with new hosts".into(),
+                    )
+                    .await;
+                }
+            }
+            true
+        }
+        Err(err) => match ctx
+            .provider
+            .get_load_balancer(&ctx.cluster_name, request)
+            .await
+        {
+            Ok(None) => true,
+            Ok(Some(_)) => {
+                lb.event(
+                    svc,
+                    EventType::Warning,
+                    "UpdateLoadBalancerFailed",
+                    format!(
+                        "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
+                        service::node_names_for_event(&nodes),
+                        nodes.len()
+                    ),
+                )
+                .await;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(service = %key, update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
+                false
+            }
+        },
+    }
+}
+
+/// Keeps every load balancer's backends equal to the node set.
+async fn backend_loop(
+    lb: Arc<Lb>,
+    services: Store<Service>,
+    mut node_changes: tokio::sync::watch::Receiver<u64>,
+    workers: usize,
+) {
+    while node_changes.changed().await.is_ok() {
+        tokio::time::sleep(BACKEND_COALESCE).await;
+        node_changes.mark_unchanged();
+        let updated = sync_backends(&lb, &services, workers).await;
+        if updated > 0 {
+            tracing::info!(services = updated, "updated load balancer backends");
+        }
+    }
+}
+
+/// Runs the controller until the process stops. Call once the node cache
+/// has synced, so no Service is ensured with a partial node set.
+pub async fn run(
+    ctx: Arc<Context>,
+    client: Client,
+    node_changes: tokio::sync::watch::Receiver<u64>,
+    workers: usize,
+) {
+    let (resync, resync_requests) = mpsc::unbounded();
+    let lb = Arc::new(Lb {
+        ctx,
+        records: Mutex::default(),
+        backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        reported_annotations: Mutex::default(),
+        resync,
+    });
+    let (store, writer) = reflector::store();
+    let services = watcher(Api::<Service>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|s: &mut Service| s.metadata.managed_fields = None)
+        .reflect(writer)
+        .applied_objects();
+    let backends = backend_loop(lb.clone(), store.clone(), node_changes, workers);
+    let controller = Controller::for_stream(services, store)
+        .with_config(Config::default().concurrency(workers as u16))
+        .reconcile_on(resync_requests)
+        .run(reconcile, error_policy, lb)
+        .for_each(|_| async {});
+    tokio::join!(controller, backends);
+}

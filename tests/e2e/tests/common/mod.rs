@@ -1,0 +1,285 @@
+//! The harness the controller e2e tests share: the real apiserver, the
+//! fake provider on a fresh socket, and the controller running in-process
+//! as a ServiceAccount bound to exactly the shipped ClusterRole.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::time::Duration;
+
+use ccm_fake_provider::{FakeCloud, FakeConfig};
+use ccm_testsupport::TestEnv;
+use clap::Parser;
+use cloud_controller_manager::options::Options;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::{Mutex, oneshot};
+
+pub static SERIAL: Mutex<()> = Mutex::const_new(());
+
+pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct Harness {
+    pub admin: Client,
+    /// The namespace of the controller's ServiceAccount, free for tests.
+    pub ns: String,
+    pub sa: kube::Config,
+    pub endpoint: String,
+    pub fake: FakeCloud,
+    pub stop_controller: Option<oneshot::Sender<()>>,
+    pub stop_fake: Option<oneshot::Sender<()>>,
+    pub controller: Option<tokio::task::JoinHandle<()>>,
+    pub _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// The fake provider on a fresh socket and the controller running as a
+    /// ServiceAccount bound to the shipped ClusterRole.
+    pub async fn start(fake_config: FakeConfig, extra_flags: &[&str]) -> Harness {
+        // The controller's logs, shown for failing tests (RUST_LOG to tune).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .try_init();
+        let env = TestEnv::get();
+        let admin = env.admin_client().await.unwrap();
+        let ns = env.namespace(&admin, "ccm").await.unwrap();
+        let role: ClusterRole = serde_yaml::from_str(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../deploy/base/clusterrole.yaml"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
+            .await
+            .unwrap();
+        let sa = env
+            .service_account_config(&ns, "cloud-controller-manager")
+            .await
+            .unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+        let fake = FakeCloud::new(fake_config).unwrap();
+        let (stop_fake, fake_stopped) = oneshot::channel::<()>();
+        tokio::spawn(fake.clone().serve(endpoint.clone(), async {
+            let _ = fake_stopped.await;
+        }));
+
+        let (stop_controller, stopped) = oneshot::channel::<()>();
+        let controller = spawn_controller(sa.clone(), args_for(&endpoint, extra_flags), stopped);
+        Harness {
+            admin,
+            ns,
+            sa,
+            endpoint,
+            fake,
+            stop_controller: Some(stop_controller),
+            stop_fake: Some(stop_fake),
+            controller: Some(controller),
+            _dir: dir,
+        }
+    }
+
+    /// Stops the controller and starts a new one with `extra_flags`.
+    pub async fn restart_controller(&mut self, extra_flags: &[&str]) {
+        self.stop_controller().await;
+        self.start_controller(extra_flags);
+    }
+
+    /// Stops the controller (its in-flight calls are cancelled).
+    pub async fn stop_controller(&mut self) {
+        let _ = self.stop_controller.take().unwrap().send(());
+        self.controller.take().unwrap().await.unwrap();
+    }
+
+    /// Starts a controller after [`Harness::stop_controller`].
+    pub fn start_controller(&mut self, extra_flags: &[&str]) {
+        let (tx, rx) = oneshot::channel();
+        self.stop_controller = Some(tx);
+        self.controller = Some(spawn_controller(
+            self.sa.clone(),
+            args_for(&self.endpoint, extra_flags),
+            rx,
+        ));
+    }
+
+    /// Serves the same fake cloud (same state) on the socket again.
+    pub fn start_provider(&mut self) {
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(self.fake.clone().serve(self.endpoint.clone(), async {
+            let _ = stopped.await;
+        }));
+        self.stop_fake = Some(stop);
+    }
+
+    /// Stops the fake provider: its socket disappears.
+    pub fn stop_provider(&mut self) {
+        let _ = self.stop_fake.take().unwrap().send(());
+    }
+
+    /// Registers a Node the way `kubelet --cloud-provider=external` does.
+    pub async fn register_node(&self, name: &str) {
+        self.nodes()
+            .create(&PostParams::default(), &kubelet_node(name))
+            .await
+            .unwrap();
+    }
+
+    /// How many of `names` no longer carry the uninitialized taint.
+    pub async fn initialised_count(&self, names: &[String]) -> usize {
+        self.nodes()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|n| names.contains(n.metadata.name.as_ref().unwrap()))
+            .filter(|n| !has_taint(n, UNINITIALIZED))
+            .count()
+    }
+
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.admin.clone())
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop_controller.take().unwrap().send(());
+        self.controller.take().unwrap().await.unwrap();
+        if let Some(stop) = self.stop_fake.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    pub async fn set_ready(&self, name: &str, status: &str) {
+        let patch = json!({"status": {"conditions": [{
+            "type": "Ready", "status": status, "reason": "Test",
+            "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]}});
+        self.nodes()
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .unwrap();
+    }
+
+    /// Polls the Node until `done` holds (or it is gone, if `done(None)`).
+    pub async fn wait_for(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(Option<&Node>) -> bool,
+    ) -> Option<Node> {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let n = self.nodes().get_opt(name).await.unwrap();
+            if done(n.as_ref()) {
+                return n;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {name}: {what}; last seen {n:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+pub fn args_for(endpoint: &str, extra_flags: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "cloud-controller-manager".to_owned(),
+        format!("--provider-endpoint={endpoint}"),
+        "--node-monitor-period=200ms".to_owned(),
+    ];
+    args.extend(extra_flags.iter().map(|s| s.to_string()));
+    args
+}
+
+pub fn spawn_controller(
+    config: kube::Config,
+    args: Vec<String>,
+    stopped: oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    let opts = Options::try_parse_from(args).unwrap();
+    let enabled = opts.validate().unwrap();
+    tokio::spawn(async move {
+        cloud_controller_manager::run(opts, enabled, config, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    })
+}
+
+pub fn kubelet_node(name: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: UNINITIALIZED.into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn has_taint(n: &Node, key: &str) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == key))
+}
+
+/// Events about the Node `node` with `reason`.
+pub async fn events_for(admin: &Client, node: &str, reason: &str) -> Vec<Event> {
+    events_in(admin, "default", node, reason).await
+}
+
+/// Events about the object `name` in `namespace` with `reason`.
+pub async fn events_in(admin: &Client, namespace: &str, name: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(admin.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+/// Polls `probe` every 100 ms until it returns `Some`, failing the test
+/// after [`DEADLINE`] with `what` and the last state `probe` described.
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match probe().await {
+            Ok(v) => return v,
+            Err(last) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}; last seen: {last}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
