@@ -43,6 +43,7 @@ conformance: ## The provider-conformance CLI against the fake-provider binary.
 	hack/conformance.sh
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
+	$(CARGO) bench --locked -p ccm-e2e --bench lb_services

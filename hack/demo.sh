@@ -3,7 +3,8 @@
 # fake provider, and the cloud-controller-manager running with only its own
 # ClusterRole. Nodes registered the way `kubelet --cloud-provider=external`
 # registers them get initialised; a node whose instance disappears is
-# deleted. Everything is stopped and removed at the end (DEMO_HOLD=1 keeps it
+# deleted; a LoadBalancer Service gets an address from the fake cloud, and
+# deleting it deletes the cloud's load balancer. Everything is stopped and removed at the end (DEMO_HOLD=1 keeps it
 # running until Ctrl-C). Exits non-zero if anything it shows does not happen.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,6 +138,32 @@ echo
 wait_until "demo-node-3 deleted" 60 bash -c "! '$bin/kubectl' get node demo-node-3"
 k get nodes
 k get events.events.k8s.io -n default --field-selector reason=DeletingNode -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
+
+step "load balancer: a Service of type LoadBalancer gets an EXTERNAL-IP from the fake cloud"
+k create service loadbalancer demo-web --tcp=80:8080
+lb_ip() { k get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}'; }
+wait_until "demo-web EXTERNAL-IP" 60 bash -c "[[ -n \$('$bin/kubectl' get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}') ]]"
+k get service demo-web
+k get service demo-web -o jsonpath='{range .status.conditions[*]}  condition {.type}={.status} reason={.reason}: {.message}{"\n"}{end}'
+k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
+fake_lbs() {
+  curl -sf --unix-socket "$work/provider.sock.admin" http://fake/state | python3 -c '
+import json, sys
+for lb in json.load(sys.stdin)["load_balancers"]:
+    ports = [p["port"] for p in lb["ports"]]
+    print("  %s ip=%s ports=%s backends=%s" % (lb["name"], lb["ip"], ports, lb["backends"]))
+'
+}
+echo "the fake cloud's load balancers:"
+fake_lbs
+[[ $(fake_lbs | grep -c "ip=$(lb_ip) ") == 1 ]]
+
+step "load balancer: deleting the Service deletes the cloud load balancer (finalizer service.kubernetes.io/load-balancer-cleanup)"
+k delete service demo-web --wait=true
+no_lbs() { [[ -z $(fake_lbs) ]]; }
+wait_until "the fake cloud has no load balancer" 60 no_lbs
+echo "the fake cloud's load balancers: $(fake_lbs | wc -l)"
+k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
 
 step "demo passed"
 if [[ ${DEMO_HOLD:-} == 1 ]]; then

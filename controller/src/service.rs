@@ -417,7 +417,7 @@ impl Standing {
         Standing {
             ready: true,
             reason: "Ensured".into(),
-            message: "The load balancer is provisioned and serving the Service's ports".into(),
+            message: "The provider has ensured the load balancer".into(),
         }
     }
 

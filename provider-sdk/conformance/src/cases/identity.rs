@@ -100,6 +100,23 @@ pub(super) async fn capabilities_valid(cx: &Ctx) -> CaseResult {
         cx.caps,
         again.capabilities
     );
+    // The controller warns about keys under a prefix that are not known:
+    // a known key outside every prefix, or a prefix that is not a
+    // "domain/" the apiserver accepts, would make those warnings wrong.
+    let schema = again.annotations.unwrap_or_default();
+    for p in &schema.prefixes {
+        check!(
+            p.ends_with('/') && p.len() > 1,
+            "GetProviderCapabilities.annotations.prefixes: expected \"<domain>/\", got {p:?}"
+        );
+    }
+    for k in &schema.known_keys {
+        check!(
+            schema.prefixes.is_empty() || schema.prefixes.iter().any(|p| k.starts_with(p.as_str())),
+            "GetProviderCapabilities.annotations.known_keys: {k:?} is under none of the prefixes {:?}",
+            schema.prefixes
+        );
+    }
     Ok(())
 }
 

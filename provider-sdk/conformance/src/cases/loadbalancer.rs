@@ -36,6 +36,7 @@ async fn ensure_ready(
             "EnsureLoadBalancer",
             rpc!(cx, lb.ensure_load_balancer(msg.clone())),
         )?;
+        check_warnings("EnsureLoadBalancer", &r.warnings)?;
         let status = check_ensure(r.result)?;
         if !status.ingress.is_empty() {
             return Ok(status);
@@ -64,6 +65,23 @@ fn check_ensure(
             Ok(s)
         }
     }
+}
+
+/// Warnings become Warning Events: a CamelCase reason and a message.
+fn check_warnings(method: &str, warnings: &[ccm_provider_sdk::proto::Warning]) -> CaseResult {
+    for w in warnings {
+        let camel = w
+            .reason
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+            && w.reason.chars().all(|c| c.is_ascii_alphanumeric());
+        check!(
+            camel && !w.message.is_empty(),
+            "{method}: expected warnings with a CamelCase reason and a message, got {w:?}"
+        );
+    }
+    Ok(())
 }
 
 /// `(existence, status)` of the Service's load balancer.
@@ -353,5 +371,77 @@ pub(super) async fn list_contains_once(cx: &Ctx) -> CaseResult {
         "ListLoadBalancers after EnsureLoadBalancerDeleted: expected uid {} gone, got it {n} times",
         s.uid
     );
+    Ok(())
+}
+
+/// Users point DNS at the address: changing a port must not move it.
+pub(super) async fn address_stable_across_port_change(cx: &Ctx) -> CaseResult {
+    let s = cx.service("port-change");
+    let first = ensure_ready(cx, &s, cx.nodes(0..2)).await?;
+    let mut changed = s.clone();
+    changed.ports[0].port = 8443;
+    changed.status = Some(first.clone());
+    let second = ensure_ready(cx, &changed, cx.nodes(0..2)).await?;
+    let addresses = |st: &LoadBalancerStatus| -> Vec<(String, String)> {
+        st.ingress
+            .iter()
+            .map(|i| (i.ip.clone(), i.hostname.clone()))
+            .collect()
+    };
+    check!(
+        addresses(&first) == addresses(&second),
+        "EnsureLoadBalancer after a port change: expected the same addresses {:?}, got {:?}",
+        addresses(&first),
+        addresses(&second)
+    );
+    for ingress in &second.ingress {
+        check!(
+            ingress.ports.is_empty() || ingress.ports.iter().any(|p| p.port == 8443),
+            "EnsureLoadBalancer after a port change to 8443: the ports reported are {:?}",
+            ingress.ports
+        );
+    }
+    delete_confirmed(cx, &changed).await
+}
+
+/// Deleting one Service's load balancer leaves every other one alone.
+pub(super) async fn delete_isolated(cx: &Ctx) -> CaseResult {
+    let a = cx.service("isolated-a");
+    let b = cx.service("isolated-b");
+    ensure_ready(cx, &a, cx.nodes(0..2)).await?;
+    ensure_ready(cx, &b, cx.nodes(0..2)).await?;
+    check!(
+        lb_name(cx, &a).await? != lb_name(cx, &b).await?,
+        "GetLoadBalancerName: expected different names for two Services"
+    );
+    delete_confirmed(cx, &a).await?;
+    let (existence, _) = get(cx, &b).await?;
+    check!(
+        existence == LoadBalancerExistence::Exists as i32,
+        "GetLoadBalancer for another Service after deleting the first: expected EXISTS (1), got {existence}"
+    );
+    delete_confirmed(cx, &b).await
+}
+
+/// UpdateLoadBalancer only touches backends: it never creates a load
+/// balancer (an error or "updated" are both acceptable answers).
+pub(super) async fn update_never_creates(cx: &Ctx) -> CaseResult {
+    let s = cx.service("update-missing");
+    cx.track_service(&s);
+    let _ = rpc!(
+        cx,
+        lb.update_load_balancer(UpdateLoadBalancerRequest {
+            cluster_name: cx.cluster.clone(),
+            service: Some(s.clone()),
+            nodes: cx.nodes(0..2),
+        })
+    );
+    expect_not_exists(
+        cx,
+        &s,
+        "after UpdateLoadBalancer of a Service never ensured",
+    )
+    .await?;
+    cx.untrack_service(&s);
     Ok(())
 }

@@ -89,6 +89,9 @@ pub static CASES: &[Case] = &[
     case!("loadbalancer/delete-never-created", [LoadBalancers], loadbalancer::delete_never_created),
     case!("loadbalancer/large-message", [LoadBalancers], loadbalancer::large_message),
     case!("loadbalancer/list-contains-once", [LoadBalancers, ListLoadBalancers], loadbalancer::list_contains_once),
+    case!("loadbalancer/address-stable-across-port-change", [LoadBalancers], loadbalancer::address_stable_across_port_change),
+    case!("loadbalancer/delete-isolated", [LoadBalancers], loadbalancer::delete_isolated),
+    case!("loadbalancer/update-never-creates", [LoadBalancers], loadbalancer::update_never_creates),
     // Routes.
     case!("routes/create-idempotent", [Routes], routes::create_idempotent),
     case!("routes/list-contains-once", [Routes], routes::list_contains_once),
