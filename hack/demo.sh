@@ -81,14 +81,16 @@ wait_until "provider socket" 30 test -S "$work/provider.sock"
 ls -l "$work/provider.sock" | sed 's/^/  /'
 
 step "register 3 nodes as kubelet --cloud-provider=external does (tainted, no providerID)"
-for n in demo-node-1 demo-node-2 demo-node-3; do
+for i in 1 2 3; do
   k apply -f - <<EOF
 apiVersion: v1
 kind: Node
 metadata:
-  name: $n
-  labels: {kubernetes.io/hostname: $n}
+  name: demo-node-$i
+  labels: {kubernetes.io/hostname: demo-node-$i}
 spec:
+  podCIDR: 10.244.$i.0/24
+  podCIDRs: [10.244.$i.0/24]
   taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
 EOF
 done
@@ -125,12 +127,29 @@ table
 step "controller: cloud-controller-manager (log: $work/controller.log); watching the nodes"
 "$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
   --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
-  --node-monitor-period=1s >"$work/controller.log" 2>&1 &
+  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 >"$work/controller.log" 2>&1 &
 pids+=($!)
 
 watch_nodes
 k get nodes -o wide -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type
 k get events.events.k8s.io -n default --field-selector reason=Synced -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
+
+step "routes: one cloud route per node pod CIDR (--cluster-cidr=10.244.0.0/16), NetworkUnavailable=False"
+fake_routes() {
+  curl -sf --unix-socket "$work/provider.sock.admin" http://fake/state | python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["routes"]:
+    print("  %s -> %s (%s)" % (r["destination_cidr"], r["target_node"], r["name"]))
+'
+}
+routes_ready() { [[ $(fake_routes | wc -l) == 3 ]]; }
+wait_until "3 routes in the fake cloud" 60 routes_ready
+fake_routes
+network_ok() {
+  [[ $(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="NetworkUnavailable")].reason}{"\n"}{end}' | grep -c RouteCreated) == 3 ]]
+}
+wait_until "NetworkUnavailable=False/RouteCreated on every node" 60 network_ok
+k get nodes -o custom-columns='NAME:.metadata.name,POD-CIDR:.spec.podCIDR,NETWORK-UNAVAILABLE:.status.conditions[?(@.type=="NetworkUnavailable")].status,REASON:.status.conditions[?(@.type=="NetworkUnavailable")].reason'
 
 step "lifecycle: demo-node-3 is NotReady and its instance is deleted in the cloud"
 curl -sf --unix-socket "$work/provider.sock.admin" -X DELETE http://fake/instances/demo-node-3
@@ -138,6 +157,10 @@ echo
 wait_until "demo-node-3 deleted" 60 bash -c "! '$bin/kubectl' get node demo-node-3"
 k get nodes
 k get events.events.k8s.io -n default --field-selector reason=DeletingNode -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
+two_routes() { [[ $(fake_routes | wc -l) == 2 ]]; }
+wait_until "demo-node-3's route deleted" 60 two_routes
+echo "routes left in the fake cloud:"
+fake_routes
 
 step "load balancer: a Service of type LoadBalancer gets an EXTERNAL-IP from the fake cloud"
 k create service loadbalancer demo-web --tcp=80:8080

@@ -7,8 +7,10 @@ pub mod duration;
 pub mod metrics;
 pub mod node;
 pub mod node_lifecycle;
+pub mod node_route;
 pub mod options;
 pub mod rate_limit;
+pub mod route;
 pub mod service;
 pub mod service_lb;
 
@@ -29,6 +31,8 @@ pub enum StartError {
     Provider(#[from] ccm_provider_sdk::ClientError),
     #[error("kubernetes client: {0}")]
     Kube(#[from] kube::Error),
+    #[error("error running controllers: {0}")]
+    Config(String),
 }
 
 /// The provider client configured from the flags, reporting every call to
@@ -90,19 +94,14 @@ pub async fn run(
         let handshake = wait_for_provider(&provider, &opts.provider_endpoint).await;
         let mut runnable = Vec::new();
         for c in enabled {
-            let (capability, implemented) = match c {
+            let capability = match c {
                 ControllerName::CloudNode | ControllerName::CloudNodeLifecycle => {
-                    (Capability::Instances, true)
+                    Capability::Instances
                 }
-                ControllerName::ServiceLb => (Capability::LoadBalancers, true),
-                ControllerName::NodeRoute => (Capability::Routes, false),
+                ControllerName::ServiceLb => Capability::LoadBalancers,
+                ControllerName::NodeRoute => Capability::Routes,
             };
-            if !implemented {
-                tracing::warn!(
-                    controller = c.canonical(),
-                    "not available in this version; not starting it"
-                );
-            } else if !handshake.has(capability) {
+            if !handshake.has(capability) {
                 tracing::warn!(
                     controller = c.canonical(),
                     capability = ?capability,
@@ -113,6 +112,17 @@ pub async fn run(
                 runnable.push(c);
             }
         }
+
+        let route_cidrs = if runnable.contains(&ControllerName::NodeRoute) {
+            node_route::cluster_cidrs_if_enabled(
+                opts.configure_cloud_routes,
+                true,
+                &opts.cluster_cidr,
+            )
+            .map_err(StartError::Config)?
+        } else {
+            None
+        };
 
         let cache = NodeCache::new();
         let store = cache.store.clone();
@@ -142,7 +152,7 @@ pub async fn run(
             tasks.spawn(context::drain(changes));
         }
         if synced.wait_for(|s| *s).await.is_err() {
-            return;
+            return Ok(());
         }
         tracing::info!(nodes = store.len(), "node cache synced");
         if let Some(ctx) = refresh {
@@ -156,6 +166,15 @@ pub async fn run(
             let ctx = context_for(ControllerName::CloudNodeLifecycle);
             tasks.spawn(node_lifecycle::run(ctx, opts.node_monitor_period));
         }
+        if let Some(cidrs) = route_cidrs {
+            let ctx = context_for(ControllerName::NodeRoute);
+            tasks.spawn(node_route::run(
+                ctx,
+                cidrs,
+                opts.route_reconciliation_period,
+                node_changes.clone(),
+            ));
+        }
         if runnable.contains(&ControllerName::ServiceLb) {
             let ctx = context_for(ControllerName::ServiceLb);
             tasks.spawn(service_lb::run(
@@ -166,10 +185,13 @@ pub async fn run(
             ));
         }
         while tasks.join_next().await.is_some() {}
+        Ok(())
     };
     tokio::select! {
-        _ = work => {}
-        _ = shutdown => tracing::info!("shutting down"),
+        r = work => r,
+        _ = shutdown => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
     }
-    Ok(())
 }

@@ -136,6 +136,21 @@ pub struct Options {
     #[arg(long, default_value_t = 10, help_heading = "Controllers")]
     pub concurrent_service_syncs: i32,
 
+    /// Whether the route controller creates cloud routes for pod CIDRs
+    /// (needs a provider with routes and --cluster-cidr).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Controllers")]
+    pub configure_cloud_routes: bool,
+
+    /// The pod network: one CIDR, or two (one per IP family) separated by a
+    /// comma. Routes are only ever created or deleted inside it.
+    #[arg(long, default_value = "", help_heading = "Controllers")]
+    pub cluster_cidr: String,
+
+    /// How often the route controller lists the cloud's routes and
+    /// reconciles them (start to start).
+    #[arg(long, default_value = "10s", value_parser = go_duration, help_heading = "Controllers")]
+    pub route_reconciliation_period: Duration,
+
     /// Nodes whose addresses are refreshed in parallel; 0 means
     /// --concurrent-node-syncs.
     #[arg(long, default_value_t = 0, help_heading = "Controllers")]
@@ -259,6 +274,10 @@ mod tests {
         assert_eq!(o.kube_api_qps, 20.0);
         assert_eq!(o.kube_api_burst, 30);
         assert_eq!(o.concurrent_service_syncs, 10, "ours: upstream's is 1");
+        assert!(o.configure_cloud_routes);
+        assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
+        let off = Options::try_parse_from(["ccm", "--configure-cloud-routes=false"]).unwrap();
+        assert!(!off.configure_cloud_routes);
         assert_eq!(o.validate().unwrap(), ControllerName::ALL);
         let o = Options::try_parse_from(["ccm", "--concurrent-node-syncs=0"]).unwrap();
         assert_eq!(

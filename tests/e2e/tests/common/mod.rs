@@ -21,6 +21,8 @@ pub static SERIAL: Mutex<()> = Mutex::const_new(());
 
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+/// The pod network the route controller is responsible for.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
 pub struct Harness {
@@ -198,6 +200,7 @@ pub fn args_for(endpoint: &str, extra_flags: &[&str]) -> Vec<String> {
         "cloud-controller-manager".to_owned(),
         format!("--provider-endpoint={endpoint}"),
         "--node-monitor-period=200ms".to_owned(),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
     ];
     args.extend(extra_flags.iter().map(|s| s.to_string()));
     args

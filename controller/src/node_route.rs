@@ -1,0 +1,258 @@
+//! node-route-controller: one cloud route per Node pod CIDR, inside the
+//! cluster CIDRs only, and each Node's NetworkUnavailable condition.
+//!
+//! A full reconcile (ListRoutes, then deletes, then creates) runs every
+//! `--route-reconciliation-period`, start to start, as upstream. Between
+//! them, a Node change (added, deleted, new pod CIDRs or addresses) is
+//! acted on within about a second by reconciling against the last listing,
+//! kept current with our own creates and deletes: prompt, without listing
+//! the cloud's routes more than once per period.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ccm_provider_sdk::proto::{self, Capability};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::Patch;
+use kube::runtime::events::EventType;
+use serde_json::json;
+
+use crate::context::Context;
+use crate::node;
+use crate::route::{self, Cidr, Plan, RouteNode};
+
+/// Cloud route operations in flight at most, as upstream.
+const MAX_IN_FLIGHT: usize = 200;
+/// How long a Node change waits for more before the routes follow.
+const CHANGE_COALESCE: Duration = Duration::from_secs(1);
+
+pub struct Routes {
+    ctx: Arc<Context>,
+    cluster: Vec<Cidr>,
+    with_addresses: bool,
+    /// The last listing, updated with our own creates and deletes.
+    known: tokio::sync::Mutex<Option<Vec<proto::Route>>>,
+}
+
+impl Routes {
+    fn nodes(&self) -> (Vec<RouteNode>, BTreeMap<String, Arc<Node>>) {
+        let all = self.ctx.nodes.state();
+        let infos = all.iter().map(|n| RouteNode::from_node(n)).collect();
+        let by_name = all
+            .into_iter()
+            .map(|n| (node::name(&n).to_owned(), n))
+            .collect();
+        (infos, by_name)
+    }
+
+    /// One reconcile. `list`: ask the provider for its routes first (a
+    /// full reconcile); otherwise use the last listing.
+    async fn reconcile(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
+        let mut known = self.known.lock().await;
+        if list || known.is_none() {
+            *known = Some(
+                self.ctx
+                    .provider
+                    .list_routes(&self.ctx.cluster_name)
+                    .await?,
+            );
+        }
+        let routes = known.as_mut().expect("listed above");
+        let (nodes, by_name) = self.nodes();
+        let plan = route::plan(&self.cluster, &nodes, routes, self.with_addresses);
+        if plan.delete.is_empty() && plan.create.is_empty() && !list {
+            return Ok(());
+        }
+        self.apply(plan, routes, &by_name).await;
+        Ok(())
+    }
+
+    async fn apply(
+        &self,
+        plan: Plan,
+        routes: &mut Vec<proto::Route>,
+        nodes: &BTreeMap<String, Arc<Node>>,
+    ) {
+        let ctx = &self.ctx;
+        // Deletes first, always: a create for a destination just freed
+        // must not meet the old route.
+        let deleted: Vec<proto::Route> = futures::stream::iter(plan.delete)
+            .map(|r| async move {
+                match ctx.provider.delete_route(&ctx.cluster_name, r.clone()).await {
+                    Ok(()) => {
+                        tracing::info!(route = %r.name, destination = %r.destination_cidr, target = %r.target_node, "deleted route");
+                        Some(r)
+                    }
+                    Err(e) => {
+                        tracing::warn!(route = %r.name, destination = %r.destination_cidr, error = %e, "could not delete route");
+                        None
+                    }
+                }
+            })
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .filter_map(|r| async move { r })
+            .collect()
+            .await;
+        routes.retain(|r| !deleted.contains(r));
+
+        let results: Vec<(route::Create, Result<Option<proto::Route>, String>)> =
+            futures::stream::iter(plan.create)
+                .map(|c| async move {
+                    let started = Instant::now();
+                    let r = ctx
+                        .provider
+                        .create_route(&ctx.cluster_name, &c.name_hint, c.route.clone())
+                        .await;
+                    let r = match r {
+                        Ok(created) => Ok(created),
+                        Err(e) => {
+                            let message = format!(
+                                "Could not create route {} {} for node {} after {:?}: {e}",
+                                c.name_hint,
+                                c.route.destination_cidr,
+                                c.node,
+                                started.elapsed()
+                            );
+                            if let Some(n) = nodes.get(&c.node) {
+                                ctx.event(
+                                    n.as_ref(),
+                                    EventType::Warning,
+                                    "FailedToCreateRoute",
+                                    message.clone(),
+                                    "CreateRoute",
+                                )
+                                .await;
+                            }
+                            Err(message)
+                        }
+                    };
+                    (c, r)
+                })
+                .buffer_unordered(MAX_IN_FLIGHT)
+                .collect()
+                .await;
+        let mut created_all: BTreeMap<String, bool> = plan.condition_nodes;
+        for (c, r) in results {
+            match r {
+                Ok(created) => {
+                    tracing::info!(node = %c.node, destination = %c.route.destination_cidr, "created route");
+                    routes.push(created.unwrap_or(c.route));
+                }
+                Err(message) => {
+                    tracing::warn!("{message}");
+                    created_all.insert(c.node, false);
+                }
+            }
+        }
+        futures::stream::iter(created_all)
+            .for_each_concurrent(MAX_IN_FLIGHT, |(name, ok)| async move {
+                if let Some(n) = nodes.get(&name) {
+                    self.set_condition(n, ok).await;
+                }
+            })
+            .await;
+    }
+
+    /// NetworkUnavailable, patched only when status or reason differ.
+    async fn set_condition(&self, n: &Node, routes_created: bool) {
+        let (status, reason, message) = route::network_condition(routes_created);
+        if route::condition_current(n, status, reason) {
+            return;
+        }
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let patch = json!({"status": {"conditions": [{
+            "type": route::NETWORK_UNAVAILABLE,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+            "lastHeartbeatTime": now,
+        }]}});
+        if let Err(e) = Api::<Node>::all(self.ctx.client.clone())
+            .patch_status(
+                node::name(n),
+                &self.ctx.patch_params(),
+                &Patch::Strategic(patch),
+            )
+            .await
+        {
+            tracing::warn!(node = node::name(n), error = %e, "could not update the NetworkUnavailable condition");
+        }
+    }
+}
+
+/// Whether the route controller runs, as upstream decides it: the flag, the
+/// provider's capability, then a valid `--cluster-cidr` (an error stops the
+/// process).
+pub fn cluster_cidrs_if_enabled(
+    configure_cloud_routes: bool,
+    has_routes: bool,
+    cluster_cidr: &str,
+) -> Result<Option<Vec<Cidr>>, String> {
+    if !configure_cloud_routes {
+        tracing::info!(
+            "will not configure cloud provider routes: --configure-cloud-routes is false"
+        );
+        return Ok(None);
+    }
+    if !has_routes {
+        tracing::warn!(
+            "--configure-cloud-routes is set, but cloud provider does not support routes. Will not configure cloud provider routes."
+        );
+        return Ok(None);
+    }
+    route::parse_cluster_cidrs(cluster_cidr).map(Some)
+}
+
+/// Runs the controller until the process stops. Call once the node cache
+/// has synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    cluster: Vec<Cidr>,
+    period: Duration,
+    mut node_changes: tokio::sync::watch::Receiver<u64>,
+) {
+    let with_addresses = ctx
+        .provider
+        .handshake()
+        .await
+        .is_ok_and(|h| h.has(Capability::RoutesTargetNodeAddresses));
+    let routes = Routes {
+        ctx,
+        cluster,
+        with_addresses,
+        known: tokio::sync::Mutex::new(None),
+    };
+    node_changes.mark_unchanged();
+    let mut next_full = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_full) => {
+                next_full += period;
+                if let Err(e) = routes.reconcile(true).await {
+                    tracing::warn!(error = %e, "error listing routes; retrying next period");
+                }
+                // The full reconcile saw every change so far.
+                node_changes.mark_unchanged();
+            }
+            changed = node_changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                tokio::time::sleep(CHANGE_COALESCE).await;
+                node_changes.mark_unchanged();
+                if let Err(e) = routes.reconcile(false).await {
+                    tracing::warn!(error = %e, "error listing routes");
+                }
+            }
+        }
+        // A reconcile longer than the period does not queue up missed ones.
+        let now = tokio::time::Instant::now();
+        if next_full < now {
+            next_full = now;
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! What the node-route-controller decides, without I/O: which cluster CIDRs
+//! it is responsible for, which routes to delete and create, and each
+//! Node's NetworkUnavailable condition.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ccm_provider_sdk::proto::{self, NodeAddress};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::node;
+
+/// A parsed CIDR, normalised to its network address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cidr {
+    network: u128,
+    len: u8,
+    v6: bool,
+}
+
+impl Cidr {
+    /// Strict parsing: `a.b.c.d/n` or `x::y/n`, no leading zeros.
+    pub fn parse(s: &str) -> Option<Cidr> {
+        let (addr, len) = s.split_once('/')?;
+        if len.is_empty() || len.starts_with('+') || (len.len() > 1 && len.starts_with('0')) {
+            return None;
+        }
+        let len: u8 = len.parse().ok()?;
+        let (bits, v6, width) = match addr.parse::<IpAddr>().ok()? {
+            IpAddr::V4(a) => (u128::from(u32::from(a)), false, 32),
+            IpAddr::V6(a) => (u128::from(a), true, 128),
+        };
+        if len > width {
+            return None;
+        }
+        let host_bits = u32::from(width - len);
+        let mask = if host_bits >= 128 {
+            0
+        } else {
+            !((1u128 << host_bits) - 1)
+        };
+        Some(Cidr {
+            network: bits & mask & Self::width_mask(v6),
+            len,
+            v6,
+        })
+    }
+
+    fn width_mask(v6: bool) -> u128 {
+        if v6 { u128::MAX } else { u128::from(u32::MAX) }
+    }
+
+    fn last(&self) -> u128 {
+        let width = if self.v6 { 128 } else { 32 };
+        let host_bits = u32::from(width - self.len);
+        let hosts = if host_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
+        self.network | (hosts & Self::width_mask(self.v6))
+    }
+
+    fn contains_range(&self, other: &Cidr) -> bool {
+        self.v6 == other.v6
+            && self.len <= other.len
+            && other.network >= self.network
+            && other.last() <= self.last()
+    }
+
+    pub fn is_v6(&self) -> bool {
+        self.v6
+    }
+}
+
+/// `--cluster-cidr`: one CIDR, or two of different families, as upstream.
+pub fn parse_cluster_cidrs(flag: &str) -> Result<Vec<Cidr>, String> {
+    let entries: Vec<&str> = flag.split(',').map(str::trim).collect();
+    let cidrs = entries
+        .iter()
+        .map(|e| {
+            Cidr::parse(e).ok_or_else(|| {
+                format!(
+                    "invalid --cluster-cidr {flag:?}: {e:?} is not a CIDR such as 10.244.0.0/16"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match cidrs.as_slice() {
+        [_] => Ok(cidrs),
+        [a, b] if a.v6 != b.v6 => Ok(cidrs),
+        [_, _] => Err(format!(
+            "len of ClusterCIDRs==2 and they are not configured as dual stack (at least one from each IPFamily): {flag:?}"
+        )),
+        _ => Err(format!(
+            "length of clusterCIDRs is:{} more than max allowed of 2",
+            cidrs.len()
+        )),
+    }
+}
+
+/// Whether a route is ours to delete: its whole destination lies inside a
+/// cluster CIDR. (Upstream also takes routes with only their first or last
+/// address inside; a route reaching outside the cluster CIDRs is never
+/// touched here.) An unparsable destination is never ours.
+pub fn responsible(cluster: &[Cidr], destination: &str) -> bool {
+    Cidr::parse(destination).is_some_and(|d| cluster.iter().any(|c| c.contains_range(&d)))
+}
+
+/// The parts of a Node routes depend on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteNode {
+    pub name: String,
+    pub uid: String,
+    pub pod_cidrs: Vec<String>,
+    pub addresses: Vec<NodeAddress>,
+}
+
+impl RouteNode {
+    pub fn from_node(n: &Node) -> RouteNode {
+        let spec = n.spec.as_ref();
+        let mut pod_cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
+        if pod_cidrs.is_empty()
+            && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
+        {
+            pod_cidrs.push(c);
+        }
+        RouteNode {
+            name: node::name(n).to_owned(),
+            uid: n.metadata.uid.clone().unwrap_or_default(),
+            pod_cidrs,
+            addresses: node::node_ref(n).addresses,
+        }
+    }
+}
+
+/// One CreateRoute to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Create {
+    pub node: String,
+    /// The Node's uid.
+    pub name_hint: String,
+    pub route: proto::Route,
+}
+
+/// What one reconcile does.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub delete: Vec<proto::Route>,
+    pub create: Vec<Create>,
+    /// Nodes whose NetworkUnavailable condition this reconcile decides:
+    /// those with pod CIDRs, and those with routes but no pod CIDRs
+    /// (`false`: never "created").
+    pub condition_nodes: BTreeMap<String, bool>,
+}
+
+fn address_set(a: &[NodeAddress]) -> BTreeSet<(i32, &str)> {
+    a.iter().map(|a| (a.r#type, a.address.as_str())).collect()
+}
+
+/// Upstream's reconcile, decided up front. `with_addresses`: the provider
+/// takes target node addresses (CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES),
+/// so a route whose addresses differ from the Node's is replaced.
+pub fn plan(
+    cluster: &[Cidr],
+    nodes: &[RouteNode],
+    routes: &[proto::Route],
+    with_addresses: bool,
+) -> Plan {
+    let mut plan = Plan::default();
+    // (node, destination) of every route to keep.
+    let mut keep: BTreeSet<(String, Cidr)> = BTreeSet::new();
+    let by_node: BTreeMap<(&str, Cidr), &proto::Route> = routes
+        .iter()
+        .filter(|r| !r.blackhole && !r.target_node.is_empty())
+        .filter_map(|r| {
+            Some((
+                (r.target_node.as_str(), Cidr::parse(&r.destination_cidr)?),
+                r,
+            ))
+        })
+        .collect();
+    for n in nodes {
+        for pod_cidr in &n.pod_cidrs {
+            let Some(want) = Cidr::parse(pod_cidr) else {
+                tracing::warn!(node = %n.name, pod_cidr, "not a CIDR; no route for it");
+                continue;
+            };
+            let current = by_node.get(&(n.name.as_str(), want));
+            let up_to_date = current.is_some_and(|r| {
+                !with_addresses
+                    || address_set(&r.target_node_addresses) == address_set(&n.addresses)
+            });
+            if up_to_date {
+                keep.insert((n.name.clone(), want));
+            } else {
+                plan.create.push(Create {
+                    node: n.name.clone(),
+                    name_hint: n.uid.clone(),
+                    route: proto::Route {
+                        target_node: n.name.clone(),
+                        target_node_addresses: if with_addresses {
+                            n.addresses.clone()
+                        } else {
+                            Vec::new()
+                        },
+                        destination_cidr: pod_cidr.clone(),
+                        ..Default::default()
+                    },
+                });
+            }
+        }
+        if !n.pod_cidrs.is_empty() {
+            plan.condition_nodes.insert(n.name.clone(), true);
+        }
+    }
+    for r in routes {
+        if !responsible(cluster, &r.destination_cidr) {
+            continue;
+        }
+        let Some(dest) = Cidr::parse(&r.destination_cidr) else {
+            continue;
+        };
+        if r.blackhole || !keep.contains(&(r.target_node.clone(), dest)) {
+            plan.delete.push(r.clone());
+        }
+    }
+    let known: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    for r in routes {
+        if known.contains(r.target_node.as_str()) {
+            plan.condition_nodes
+                .entry(r.target_node.clone())
+                .or_insert(false);
+        }
+    }
+    plan
+}
+
+pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+
+/// The NetworkUnavailable condition's (status, reason, message).
+pub fn network_condition(routes_created: bool) -> (&'static str, &'static str, &'static str) {
+    if routes_created {
+        ("False", "RouteCreated", "RouteController created a route")
+    } else {
+        (
+            "True",
+            "NoRouteCreated",
+            "RouteController failed to create a route",
+        )
+    }
+}
+
+/// Whether the Node already shows (status, reason): upstream skips the
+/// patch then.
+pub fn condition_current(n: &Node, status: &str, reason: &str) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == NETWORK_UNAVAILABLE))
+        .is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cidrs(s: &str) -> Vec<Cidr> {
+        parse_cluster_cidrs(s).unwrap()
+    }
+
+    fn route(node: &str, cidr: &str) -> proto::Route {
+        proto::Route {
+            name: format!("r-{node}"),
+            target_node: node.into(),
+            destination_cidr: cidr.into(),
+            ..Default::default()
+        }
+    }
+
+    fn rn(name: &str, pod_cidrs: &[&str]) -> RouteNode {
+        RouteNode {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            pod_cidrs: pod_cidrs.iter().map(|s| s.to_string()).collect(),
+            addresses: vec![NodeAddress {
+                r#type: proto::NodeAddressType::InternalIp as i32,
+                address: "10.0.0.1".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn cluster_cidr_flag_as_upstream() {
+        assert_eq!(cidrs("10.244.0.0/16").len(), 1);
+        assert_eq!(cidrs(" 10.244.0.0/16 , fd00:10:244::/56").len(), 2);
+        assert!(parse_cluster_cidrs("").unwrap_err().contains("not a CIDR"));
+        assert!(parse_cluster_cidrs("10.244.0.0/33").is_err());
+        assert!(parse_cluster_cidrs("010.244.0.0/16").is_err());
+        assert!(
+            parse_cluster_cidrs("10.244.0.0/16,10.245.0.0/16")
+                .unwrap_err()
+                .contains("not configured as dual stack")
+        );
+        assert!(
+            parse_cluster_cidrs("10.0.0.0/16,fd00::/64,10.1.0.0/16")
+                .unwrap_err()
+                .contains("more than max allowed of 2")
+        );
+    }
+
+    #[test]
+    fn only_routes_wholly_inside_the_cluster_cidrs_are_ours() {
+        let c = cidrs("10.244.0.0/16,fd00:10:244::/56");
+        assert!(responsible(&c, "10.244.3.0/24"));
+        assert!(responsible(&c, "10.244.0.0/16"));
+        assert!(responsible(&c, "fd00:10:244:1::/64"));
+        assert!(!responsible(&c, "10.245.0.0/24"));
+        assert!(!responsible(&c, "10.244.0.0/15"), "reaches outside");
+        assert!(!responsible(&c, "10.0.0.0/8"));
+        assert!(!responsible(&c, "0.0.0.0/0"));
+        assert!(!responsible(&c, "not a cidr"));
+        assert!(!responsible(&c, "::/0"));
+    }
+
+    #[test]
+    fn plan_creates_keeps_and_deletes_like_upstream() {
+        let c = cidrs("10.244.0.0/16,fd00:10:244::/56");
+        let nodes = vec![
+            rn("a", &["10.244.1.0/24", "fd00:10:244:1::/64"]),
+            rn("b", &["10.244.2.0/24"]),
+            rn("no-cidr", &[]),
+        ];
+        let mut blackhole = route("", "10.244.9.0/24");
+        blackhole.blackhole = true;
+        let routes = vec![
+            route("a", "10.244.1.0/24"),       // keep
+            route("b", "10.244.7.0/24"),       // stale CIDR: delete
+            route("gone", "10.244.8.0/24"),    // unknown node: delete
+            blackhole.clone(),                 // blackhole: delete
+            route("a", "192.168.0.0/24"),      // outside: never touched
+            route("gone", "10.0.0.0/8"),       // reaches outside: never touched
+            route("no-cidr", "10.244.5.0/24"), // node without pod CIDRs: delete
+        ];
+        let p = plan(&c, &nodes, &routes, false);
+        let created: Vec<(&str, &str)> = p
+            .create
+            .iter()
+            .map(|c| (c.node.as_str(), c.route.destination_cidr.as_str()))
+            .collect();
+        assert_eq!(
+            created,
+            vec![("a", "fd00:10:244:1::/64"), ("b", "10.244.2.0/24")]
+        );
+        assert_eq!(p.create[1].name_hint, "uid-b");
+        assert!(p.create[1].route.target_node_addresses.is_empty());
+        let deleted: Vec<&str> = p
+            .delete
+            .iter()
+            .map(|r| r.destination_cidr.as_str())
+            .collect();
+        assert_eq!(
+            deleted,
+            vec![
+                "10.244.7.0/24",
+                "10.244.8.0/24",
+                "10.244.9.0/24",
+                "10.244.5.0/24"
+            ]
+        );
+        assert_eq!(
+            p.condition_nodes,
+            BTreeMap::from([
+                ("a".to_owned(), true),
+                ("b".to_owned(), true),
+                ("no-cidr".to_owned(), false)
+            ])
+        );
+    }
+
+    #[test]
+    fn addresses_matter_only_with_the_capability() {
+        let c = cidrs("10.244.0.0/16");
+        let nodes = vec![rn("a", &["10.244.1.0/24"])];
+        let routes = vec![route("a", "10.244.1.0/24")]; // no addresses listed
+        assert_eq!(
+            plan(&c, &nodes, &routes, false),
+            Plan {
+                condition_nodes: BTreeMap::from([("a".to_owned(), true)]),
+                ..Plan::default()
+            }
+        );
+        let p = plan(&c, &nodes, &routes, true);
+        assert_eq!(p.delete.len(), 1, "replaced: delete…");
+        assert_eq!(p.create.len(), 1, "…and create with the addresses");
+        assert_eq!(p.create[0].route.target_node_addresses, nodes[0].addresses);
+    }
+
+    #[test]
+    fn equal_cidrs_compare_by_value() {
+        let c = cidrs("10.244.0.0/16");
+        let nodes = vec![rn("a", &["10.244.1.0/24"])];
+        // The provider lists the host-bits form; it is the same network.
+        let routes = vec![route("a", "10.244.1.7/24")];
+        let p = plan(&c, &nodes, &routes, false);
+        assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn condition_values_are_upstream_strings() {
+        assert_eq!(
+            network_condition(true),
+            ("False", "RouteCreated", "RouteController created a route")
+        );
+        assert_eq!(
+            network_condition(false),
+            (
+                "True",
+                "NoRouteCreated",
+                "RouteController failed to create a route"
+            )
+        );
+    }
+}
