@@ -43,6 +43,46 @@ async fn patch_addresses(
     Ok(Some(written))
 }
 
+/// Zone and region from ZonesService when InstanceMetadata left them
+/// empty and the provider has it (upstream's fallback to `Zones`).
+async fn zone_fallback(
+    ctx: &Context,
+    n: &Node,
+    mut meta: ccm_provider_sdk::proto::InstanceMetadata,
+) -> Result<ccm_provider_sdk::proto::InstanceMetadata, Error> {
+    if !meta.zone.is_empty() && !meta.region.is_empty() {
+        return Ok(meta);
+    }
+    let has_zones = ctx
+        .provider
+        .handshake()
+        .await
+        .is_ok_and(|h| h.has(ccm_provider_sdk::proto::Capability::Zones));
+    if !has_zones {
+        return Ok(meta);
+    }
+    let provider_id = match node::provider_id(n) {
+        "" => meta.provider_id.as_str(),
+        id => id,
+    };
+    let zone = if provider_id.is_empty() {
+        ctx.provider.zone_by_node_name(node::name(n)).await
+    } else {
+        ctx.provider.zone_by_provider_id(provider_id).await
+    }
+    .map_err(|source| Error::Zone {
+        node: node::name(n).to_owned(),
+        source,
+    })?;
+    if meta.zone.is_empty() {
+        meta.zone = zone.failure_domain;
+    }
+    if meta.region.is_empty() {
+        meta.region = zone.region;
+    }
+    Ok(meta)
+}
+
 async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     let name = node::name(n).to_owned();
     tracing::info!(node = %name, "initializing node with cloud provider");
@@ -68,6 +108,7 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
             return Err(Error::Metadata { node: name, source });
         }
     };
+    let meta = zone_fallback(ctx, n, meta).await?;
     let changes = match node::init_changes(n, &meta) {
         Ok(c) => c,
         Err(e) => {

@@ -9,6 +9,7 @@ pub mod node;
 pub mod node_lifecycle;
 pub mod node_route;
 pub mod options;
+pub mod provider_info;
 pub mod rate_limit;
 pub mod route;
 pub mod service;

@@ -1,6 +1,6 @@
 use anyhow::Context as _;
 use clap::Parser;
-use cloud_controller_manager::options::Options;
+use cloud_controller_manager::options::{Command, Options, ProviderCommand};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 async fn kube_config(opts: &Options) -> anyhow::Result<kube::Config> {
@@ -51,6 +51,24 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let opts = Options::parse();
+    if let Some(Command::Provider(ProviderCommand::Info { output })) = &opts.command {
+        let report = cloud_controller_manager::provider_info::report(
+            &opts.provider_endpoint,
+            ccm_provider_sdk::ClientOptions {
+                identity_timeout: opts.provider_identity_timeout,
+                read_timeout: opts.provider_read_timeout,
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("asking the provider at {}", opts.provider_endpoint))?;
+        if output == "json" {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", cloud_controller_manager::provider_info::text(&report));
+        }
+        return Ok(());
+    }
     let enabled = opts.validate().map_err(anyhow::Error::msg)?;
     init_logging(&opts.log_format);
     if !opts.cloud_provider.is_empty() {

@@ -94,6 +94,10 @@ fn go_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "cloud-controller-manager", version, about, long_about = None)]
 pub struct Options {
+    /// Without a subcommand: run the controllers.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Path to a kubeconfig. Empty: in-cluster configuration, then
     /// $KUBECONFIG / ~/.kube/config.
     #[arg(long, default_value = "", help_heading = "Kubernetes")]
@@ -172,6 +176,7 @@ pub struct Options {
     /// The provider's gRPC endpoint, a Unix socket.
     #[arg(
         long,
+        global = true,
         env = "CLOUD_PROVIDER_ENDPOINT",
         default_value = ccm_provider_sdk::DEFAULT_ENDPOINT,
         help_heading = "Provider"
@@ -197,6 +202,25 @@ pub struct Options {
     /// Log format: plain or json.
     #[arg(long, default_value = "plain", value_parser = ["plain", "json"], help_heading = "Logging")]
     pub log_format: String,
+}
+
+/// Subcommands besides running the controllers.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Diagnostics for the provider behind --provider-endpoint.
+    #[command(subcommand)]
+    Provider(ProviderCommand),
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ProviderCommand {
+    /// Prints the provider's identity, capabilities, annotation schema,
+    /// readiness (Probe) and clusters (ListClusters, Master).
+    Info {
+        /// text or json.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        output: String,
+    },
 }
 
 impl Options {

@@ -112,6 +112,15 @@ impl From<Status> for ClientError {
     }
 }
 
+/// A zone answer: present, and both values usable as label values (they
+/// become topology labels).
+fn check_zone(zone: &Option<Zone>) -> Result<Zone, Violation> {
+    let z = validate::required("zone", zone)?;
+    validate::label_value("zone.failure_domain", &z.failure_domain)?;
+    validate::label_value("zone.region", &z.region)?;
+    Ok(z.clone())
+}
+
 fn invalid(method: &'static str) -> impl Fn(Violation) -> ClientError {
     move |violation| ClientError::InvalidResponse { method, violation }
 }
@@ -695,9 +704,7 @@ impl ProviderClient {
                     )),
             )
             .await?;
-        validate::required("zone", &r.zone)
-            .cloned()
-            .map_err(invalid("GetZoneByProviderId"))
+        check_zone(&r.zone).map_err(invalid("GetZoneByProviderId"))
     }
 
     pub async fn zone_by_node_name(&self, node_name: &str) -> Result<Zone, ClientError> {
@@ -714,9 +721,7 @@ impl ProviderClient {
                     )),
             )
             .await?;
-        validate::required("zone", &r.zone)
-            .cloned()
-            .map_err(invalid("GetZoneByNodeName"))
+        check_zone(&r.zone).map_err(invalid("GetZoneByNodeName"))
     }
 
     pub async fn list_clusters(&self) -> Result<Vec<String>, ClientError> {

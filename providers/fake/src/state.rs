@@ -54,6 +54,9 @@ pub struct FakeConfig {
     pub instances: Vec<InstanceSpec>,
     /// How many calls the call log keeps (oldest dropped first).
     pub call_log_capacity: usize,
+    /// InstanceMetadata leaves zone and region empty (only ZonesService
+    /// knows them), as some older clouds do.
+    pub zones_only_via_zones_service: bool,
 }
 
 impl Default for FakeConfig {
@@ -68,6 +71,7 @@ impl Default for FakeConfig {
             implemented_elsewhere_classes: Vec::new(),
             instances: Vec::new(),
             call_log_capacity: 10_000,
+            zones_only_via_zones_service: false,
         }
     }
 }
@@ -577,9 +581,16 @@ impl State {
     }
 
     pub(crate) fn instance_metadata(&mut self, node: &NodeRef) -> ProviderResult<InstanceMetadata> {
-        self.resolve(node)
+        let hide_zone = self.config.zones_only_via_zones_service;
+        let mut meta = self
+            .resolve(node)
             .map(Instance::metadata)
-            .ok_or_else(|| not_found(&node.name))
+            .ok_or_else(|| not_found(&node.name))?;
+        if hide_zone {
+            meta.zone.clear();
+            meta.region.clear();
+        }
+        Ok(meta)
     }
 
     pub(crate) fn zone_of(&mut self, node: &NodeRef) -> ProviderResult<Zone> {

@@ -643,3 +643,31 @@ async fn invalid_provider_answers_are_rejected_with_a_warning_and_nothing_writte
     let _ = stop_bad.send(());
     h.stop().await;
 }
+
+#[tokio::test]
+async fn zone_comes_from_the_zones_service_when_metadata_has_none() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(
+        FakeConfig {
+            zones_only_via_zones_service: true,
+            ..FakeConfig::default()
+        },
+        &[],
+    )
+    .await;
+    let name = unique_name("zonefb");
+    h.register_node(&name).await;
+    let node = h
+        .wait_for(&name, "initialised", |n| {
+            n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+        })
+        .await
+        .unwrap();
+    let labels = node.metadata.labels.unwrap();
+    assert_eq!(labels["topology.kubernetes.io/zone"], "fake-zone-a");
+    assert_eq!(labels["topology.kubernetes.io/region"], "fake-region");
+    // Asked by the providerID InstanceMetadata returned, once.
+    assert_eq!(h.fake.calls_of(Method::GetZoneByProviderId).len(), 1);
+    assert_eq!(h.fake.calls_of(Method::GetZoneByNodeName).len(), 0);
+    h.stop().await;
+}
