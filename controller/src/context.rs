@@ -23,6 +23,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("failed to get instance metadata for node {node}: {source}")]
     Metadata { node: String, source: ClientError },
+    #[error("failed to get labels for volume {volume}: {source}")]
+    VolumeLabels { volume: String, source: ClientError },
     #[error("failed to get zone from cloud provider for node {node}: {source}")]
     Zone { node: String, source: ClientError },
     #[error("failed to get node modifiers from cloud provider: {0}")]

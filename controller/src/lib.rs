@@ -10,6 +10,7 @@ pub mod node_lifecycle;
 pub mod node_route;
 pub mod options;
 pub mod provider_info;
+pub mod pv_label;
 pub mod rate_limit;
 pub mod route;
 pub mod service;
@@ -101,6 +102,7 @@ pub async fn run(
                 }
                 ControllerName::ServiceLb => Capability::LoadBalancers,
                 ControllerName::NodeRoute => Capability::Routes,
+                ControllerName::PvLabel => Capability::VolumeLabels,
             };
             if !handshake.has(capability) {
                 tracing::warn!(
@@ -175,6 +177,9 @@ pub async fn run(
                 opts.route_reconciliation_period,
                 node_changes.clone(),
             ));
+        }
+        if runnable.contains(&ControllerName::PvLabel) {
+            tasks.spawn(pv_label::run(context_for(ControllerName::PvLabel)));
         }
         if runnable.contains(&ControllerName::ServiceLb) {
             let ctx = context_for(ControllerName::ServiceLb);

@@ -15,15 +15,24 @@ pub enum ControllerName {
     CloudNodeLifecycle,
     ServiceLb,
     NodeRoute,
+    /// Opt-in: not part of `*`.
+    PvLabel,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 4] = [
+    pub const ALL: [ControllerName; 5] = [
         ControllerName::CloudNode,
         ControllerName::CloudNodeLifecycle,
         ControllerName::ServiceLb,
         ControllerName::NodeRoute,
+        ControllerName::PvLabel,
     ];
+
+    /// Whether `*` enables it. The PersistentVolume labeller only serves
+    /// volumes provisioned outside CSI, so it must be asked for by name.
+    pub fn in_star(self) -> bool {
+        self != ControllerName::PvLabel
+    }
 
     pub fn canonical(self) -> &'static str {
         match self {
@@ -31,6 +40,7 @@ impl ControllerName {
             ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle-controller",
             ControllerName::ServiceLb => "service-lb-controller",
             ControllerName::NodeRoute => "node-route-controller",
+            ControllerName::PvLabel => "pv-label-controller",
         }
     }
 
@@ -40,6 +50,7 @@ impl ControllerName {
             ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle",
             ControllerName::ServiceLb => "service",
             ControllerName::NodeRoute => "route",
+            ControllerName::PvLabel => "pv-label",
         }
     }
 
@@ -80,7 +91,7 @@ pub fn enabled_controllers(list: &[String]) -> Result<Vec<ControllerName>, Strin
                 .iter()
                 .find(|(e, _)| *e == Some(*c))
                 .map(|(_, on)| *on)
-                .unwrap_or(star)
+                .unwrap_or(star && c.in_star())
         })
         .collect())
 }
@@ -111,7 +122,8 @@ pub struct Options {
     /// Controllers to run: '*' for all, 'name' to enable, '-name' to
     /// disable. Known: cloud-node-controller (cloud-node),
     /// cloud-node-lifecycle-controller (cloud-node-lifecycle),
-    /// service-lb-controller (service), node-route-controller (route).
+    /// service-lb-controller (service), node-route-controller (route);
+    /// opt-in (not in '*'): pv-label-controller (pv-label).
     #[arg(
         long,
         value_delimiter = ',',
@@ -267,6 +279,11 @@ mod tests {
     fn controller_selection_follows_upstream() {
         assert_eq!(
             enabled_controllers(&list(&["*"])).unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute],
+            "pv-label is opt-in"
+        );
+        assert_eq!(
+            enabled_controllers(&list(&["*", "pv-label"])).unwrap(),
             ControllerName::ALL
         );
         assert_eq!(
@@ -302,7 +319,10 @@ mod tests {
         assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
         let off = Options::try_parse_from(["ccm", "--configure-cloud-routes=false"]).unwrap();
         assert!(!off.configure_cloud_routes);
-        assert_eq!(o.validate().unwrap(), ControllerName::ALL);
+        assert_eq!(
+            o.validate().unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute]
+        );
         let o = Options::try_parse_from(["ccm", "--concurrent-node-syncs=0"]).unwrap();
         assert_eq!(
             o.validate().unwrap_err(),

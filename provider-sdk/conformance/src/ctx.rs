@@ -356,6 +356,10 @@ impl Ctx {
         proto::zones_service_client::ZonesServiceClient::new(self.channel.clone())
     }
 
+    pub fn volumes(&self) -> proto::volumes_service_client::VolumesServiceClient<Channel> {
+        proto::volumes_service_client::VolumesServiceClient::new(self.channel.clone())
+    }
+
     pub fn clusters(&self) -> proto::clusters_service_client::ClustersServiceClient<Channel> {
         proto::clusters_service_client::ClustersServiceClient::new(self.channel.clone())
     }

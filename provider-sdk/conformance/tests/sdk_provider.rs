@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use ccm_provider_conformance::Outcome;
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
-    NodeRef, Route, Service, Warning, Zone,
+    NodeRef, Route, Service, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
     LoadBalancers, ProviderError, ProviderInfo, ProviderResult, ProviderServer, Routes,
-    ShutdownState, Zones, cluster_scoped_load_balancer_name,
+    ShutdownState, Volumes, Zones, cluster_scoped_load_balancer_name,
 };
 
 /// Keyed by (cluster name, Service uid or destination CIDR).
@@ -234,6 +234,21 @@ impl Zones for Tiny {
     }
 }
 
+impl Volumes for Tiny {
+    async fn get_volume_labels(
+        &self,
+        _: CallContext,
+        volume: Volume,
+    ) -> ProviderResult<BTreeMap<String, String>> {
+        // Only its own volumes; any other gets no labels.
+        Ok(if volume.driver == "tiny.example.com" {
+            BTreeMap::from([("topology.kubernetes.io/zone".into(), "tiny-zone".into())])
+        } else {
+            BTreeMap::new()
+        })
+    }
+}
+
 impl Clusters for Tiny {
     async fn list_clusters(&self, _: CallContext) -> ProviderResult<Vec<String>> {
         Ok(vec!["tiny-cluster".into()])
@@ -255,6 +270,7 @@ async fn serve(full: bool) -> (common::Served, Tiny) {
             server = server
                 .with_routes(t.clone())
                 .with_zones(t.clone())
+                .with_volumes(t.clone())
                 .with_clusters(t);
         }
         server

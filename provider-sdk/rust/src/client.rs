@@ -724,6 +724,29 @@ impl ProviderClient {
         check_zone(&r.zone).map_err(invalid("GetZoneByNodeName"))
     }
 
+    /// The labels the volume's PersistentVolume should carry (validated as
+    /// Kubernetes labels); empty when the provider has none.
+    pub async fn get_volume_labels(
+        &self,
+        volume: Volume,
+    ) -> Result<std::collections::BTreeMap<String, String>, ClientError> {
+        self.require(Capability::VolumeLabels).await?;
+        let r = self
+            .observed(
+                "GetVolumeLabels",
+                volumes_service_client::VolumesServiceClient::new(self.channel.clone())
+                    .get_volume_labels(self.request(
+                        GetVolumeLabelsRequest {
+                            volume: Some(volume),
+                        },
+                        self.opts.read_timeout,
+                    )),
+            )
+            .await?;
+        validate::labels("labels", &r.labels).map_err(invalid("GetVolumeLabels"))?;
+        Ok(r.labels.into_iter().collect())
+    }
+
     pub async fn list_clusters(&self) -> Result<Vec<String>, ClientError> {
         self.require(Capability::Clusters).await?;
         Ok(self

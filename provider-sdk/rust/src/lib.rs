@@ -96,7 +96,7 @@ pub use client::{ClientError, ClientOptions, Handshake, ProviderClient};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use provider::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome, LoadBalancerEntry,
-    LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Zones,
+    LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes, Zones,
     cluster_scoped_load_balancer_name, default_load_balancer_name,
 };
 pub use server::{ProviderServer, ServeError, bind_socket, socket_path};

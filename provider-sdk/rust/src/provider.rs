@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use crate::ProviderResult;
 use crate::proto::{
-    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Warning, Zone,
+    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
+    Warning, Zone,
 };
 
 /// Per-call information from the SDK.
@@ -311,6 +312,19 @@ pub trait Zones: Send + Sync + 'static {
         ctx: CallContext,
         node_name: String,
     ) -> impl Future<Output = ProviderResult<Zone>> + Send;
+}
+
+/// `VolumesService` (optional): labels for PersistentVolumes provisioned
+/// outside CSI (`cloudprovider.PVLabeler`).
+pub trait Volumes: Send + Sync + 'static {
+    /// The labels the volume's PersistentVolume should carry; empty for a
+    /// volume the provider does not know. Keys and values must be valid
+    /// Kubernetes labels (the SDK checks before answering).
+    fn get_volume_labels(
+        &self,
+        ctx: CallContext,
+        volume: Volume,
+    ) -> impl Future<Output = ProviderResult<std::collections::BTreeMap<String, String>>> + Send;
 }
 
 /// `ClustersService` (optional, diagnostics).

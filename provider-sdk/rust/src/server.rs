@@ -19,7 +19,7 @@ use crate::error::ProviderError;
 use crate::proto::{self, *};
 use crate::provider::{
     CallContext, Clusters, Existence, Identity, Instances, LbOutcome, LoadBalancers, Readiness,
-    Routes, ShutdownState, Zones,
+    Routes, ShutdownState, Volumes, Zones,
 };
 use crate::validate::{self, Violation};
 use crate::{MAX_MESSAGE_BYTES, paginate};
@@ -147,6 +147,15 @@ impl<I: Identity> ProviderServer<I> {
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
         self.add(svc, &[Capability::Clusters]);
+        self
+    }
+
+    pub fn with_volumes<T: Volumes>(mut self, provider: T) -> Self {
+        let svc =
+            volumes_service_server::VolumesServiceServer::new(VolumesAdapter(Arc::new(provider)))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        self.add(svc, &[Capability::VolumeLabels]);
         self
     }
 
@@ -739,6 +748,33 @@ impl<T: Zones> zones_service_server::ZonesService for ZonesAdapter<T> {
         .await?;
         Ok(Response::new(GetZoneByNodeNameResponse {
             zone: Some(zone),
+        }))
+    }
+}
+
+struct VolumesAdapter<T>(Arc<T>);
+
+#[tonic::async_trait]
+impl<T: Volumes> volumes_service_server::VolumesService for VolumesAdapter<T> {
+    async fn get_volume_labels(
+        &self,
+        req: Request<GetVolumeLabelsRequest>,
+    ) -> Result<Response<GetVolumeLabelsResponse>, Status> {
+        let ctx = context(&req);
+        let volume = validate::volume("volume", &req.get_ref().volume).map_err(invalid)?;
+        let labels = call(
+            "GetVolumeLabels",
+            &ctx,
+            self.0.get_volume_labels(ctx.clone(), volume),
+        )
+        .await?;
+        // A provider bug must not reach the controller as a valid answer.
+        validate::labels("labels", &labels).map_err(|v| {
+            ProviderError::internal(format!("provider answered invalid volume labels: {v}"))
+                .to_status()
+        })?;
+        Ok(Response::new(GetVolumeLabelsResponse {
+            labels: labels.into_iter().collect(),
         }))
     }
 }

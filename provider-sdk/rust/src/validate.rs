@@ -325,6 +325,15 @@ pub fn service(field: &str, service: &Option<Service>) -> Checked<Service> {
     Ok(s.clone())
 }
 
+pub fn volume(field: &str, volume: &Option<crate::proto::Volume>) -> Checked<crate::proto::Volume> {
+    let v = required(field, volume)?;
+    name(&format!("{field}.name"), &v.name)?;
+    name(&format!("{field}.driver"), &v.driver)?;
+    name(&format!("{field}.volume_id"), &v.volume_id)?;
+    labels(&format!("{field}.labels"), &v.labels)?;
+    Ok(v.clone())
+}
+
 pub fn route(field: &str, route: &Option<Route>) -> Checked<Route> {
     let r = required(field, route)?;
     cidr(&format!("{field}.destination_cidr"), &r.destination_cidr)?;

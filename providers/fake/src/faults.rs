@@ -36,11 +36,12 @@ pub enum Method {
     GetZoneByNodeName,
     ListClusters,
     Master,
+    GetVolumeLabels,
 }
 
 impl Method {
     /// Every faultable method, for validation and help texts.
-    pub const ALL: [Method; 17] = [
+    pub const ALL: [Method; 18] = [
         Method::Probe,
         Method::InstanceExists,
         Method::InstanceShutdown,
@@ -58,6 +59,7 @@ impl Method {
         Method::GetZoneByNodeName,
         Method::ListClusters,
         Method::Master,
+        Method::GetVolumeLabels,
     ];
 
     /// The RPC name.
@@ -80,6 +82,7 @@ impl Method {
             Method::GetZoneByNodeName => "GetZoneByNodeName",
             Method::ListClusters => "ListClusters",
             Method::Master => "Master",
+            Method::GetVolumeLabels => "GetVolumeLabels",
         }
     }
 }

@@ -41,7 +41,7 @@ pub use faults::{
 pub use state::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, Address, AddressType,
     FakeConfig, Instance, InstanceSpec, LbPort, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord,
-    StateDump,
+    StateDump, VOLUME_DRIVERS,
 };
 
 use faults::{CallLog, Faults, Plan};
@@ -147,6 +147,7 @@ impl FakeCloud {
             .with_routes(self.clone())
             .with_zones(self.clone())
             .with_clusters(self.clone())
+            .with_volumes(self.clone())
     }
 
     /// Serves the gRPC contract on `endpoint` (`unix:///path`) until

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 
 use ccm_provider_sdk::proto::{
-    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Warning, Zone,
+    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
+    Warning, Zone,
 };
 use ccm_provider_sdk::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
-    LoadBalancers, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState, Zones,
+    LoadBalancers, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState, Volumes, Zones,
     cluster_scoped_load_balancer_name,
 };
 
@@ -256,5 +257,18 @@ impl Clusters for FakeCloud {
     async fn master(&self, ctx: CallContext, _cluster_name: String) -> ProviderResult<String> {
         self.call(Method::Master, &ctx, |_| Ok("127.0.0.1".to_owned()))
             .await
+    }
+}
+
+impl Volumes for FakeCloud {
+    async fn get_volume_labels(
+        &self,
+        ctx: CallContext,
+        volume: Volume,
+    ) -> ProviderResult<BTreeMap<String, String>> {
+        self.call(Method::GetVolumeLabels, &ctx, |s| {
+            Ok(s.volume_labels(&volume))
+        })
+        .await
     }
 }

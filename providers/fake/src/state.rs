@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
-    NodeRef, PortStatus, Protocol, Route, Service, TrafficPolicy, Warning, Zone,
+    NodeRef, PortStatus, Protocol, Route, Service, TrafficPolicy, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
     LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
@@ -28,6 +28,9 @@ pub const ANNOTATION_PREFIX: &str = "fake.ccm-rs.io/";
 pub const ANNOTATION_INTERNAL: &str = "fake.ccm-rs.io/internal";
 /// An absolute HTTP path (starting with `/`) for the health check.
 pub const ANNOTATION_HEALTH_CHECK_PATH: &str = "fake.ccm-rs.io/health-check-path";
+/// The volume drivers whose volumes the fake knows: its CSI driver name
+/// and an in-tree-style plugin name.
+pub const VOLUME_DRIVERS: [&str; 2] = ["fake.csi.ccm-rs.io", "kubernetes.io/fake-disk"];
 /// Every annotation key the fake reads.
 pub const KNOWN_ANNOTATIONS: [&str; 2] = [ANNOTATION_INTERNAL, ANNOTATION_HEALTH_CHECK_PATH];
 
@@ -591,6 +594,24 @@ impl State {
             meta.region.clear();
         }
         Ok(meta)
+    }
+
+    /// A volume of one of [`VOLUME_DRIVERS`] lives in the configured zone
+    /// and region; any other volume is not the fake's (no labels).
+    pub(crate) fn volume_labels(&self, volume: &Volume) -> BTreeMap<String, String> {
+        if !VOLUME_DRIVERS.contains(&volume.driver.as_str()) {
+            return BTreeMap::new();
+        }
+        BTreeMap::from([
+            (
+                "topology.kubernetes.io/zone".to_owned(),
+                self.config.zone.clone(),
+            ),
+            (
+                "topology.kubernetes.io/region".to_owned(),
+                self.config.region.clone(),
+            ),
+        ])
     }
 
     pub(crate) fn zone_of(&mut self, node: &NodeRef) -> ProviderResult<Zone> {

@@ -217,6 +217,16 @@ pub(super) async fn unadvertised_unimplemented(cx: &Ctx) -> CaseResult {
         );
         expect_unimplemented("GetZoneByNodeName", r)?;
     }
+    if !cx.has(Capability::VolumeLabels) {
+        tried += 1;
+        let r = once!(
+            cx,
+            volumes.get_volume_labels(proto::GetVolumeLabelsRequest {
+                volume: Some(super::other::volume(cx)),
+            })
+        );
+        expect_unimplemented("GetVolumeLabels", r)?;
+    }
     if !cx.has(Capability::Clusters) {
         tried += 1;
         let r = once!(cx, clusters.list_clusters(proto::ListClustersRequest {}));

@@ -102,6 +102,8 @@ pub static CASES: &[Case] = &[
     case!("zones/by-node-name-known", [Zones], other::zone_by_node_name_known),
     case!("zones/by-node-name-missing", [Zones], other::zone_by_node_name_missing),
     case!("zones/by-provider-id-missing", [Zones], other::zone_by_provider_id_missing),
+    case!("volumes/labels-valid", [VolumeLabels], other::volume_labels_valid),
+    case!("validation/volume-labels-without-volume", [VolumeLabels], other::volume_labels_without_volume),
     case!("clusters/list-valid", [Clusters], other::list_clusters_valid),
     case!("clusters/master-valid", [Clusters], other::master_valid),
 ];

@@ -1,11 +1,12 @@
-//! ZonesService and ClustersService cases.
+//! ZonesService, VolumesService and ClustersService cases.
 
 use std::collections::BTreeSet;
 
 use ccm_provider_sdk::proto::{
-    ErrorReason, GetZoneByNodeNameRequest, GetZoneByProviderIdRequest, ListClustersRequest,
-    MasterRequest,
+    ErrorReason, GetVolumeLabelsRequest, GetZoneByNodeNameRequest, GetZoneByProviderIdRequest,
+    ListClustersRequest, MasterRequest, Volume,
 };
+use ccm_provider_sdk::validate;
 use tonic::Code;
 
 use crate::ctx::{CaseResult, Ctx, Reasons, Verdict, check, expect_error, ok, once};
@@ -104,4 +105,59 @@ pub(super) async fn master_valid(cx: &Ctx) -> CaseResult {
         "Master({name}): expected a non-empty address, got \"\""
     );
     Ok(())
+}
+
+/// A synthetic PersistentVolume the provider has never seen.
+pub(super) fn volume(cx: &Ctx) -> Volume {
+    Volume {
+        name: format!("conformance-{}-pv", cx.run_id),
+        uid: format!("{}-pv-uid", cx.run_id),
+        driver: "conformance.ccm-rs.io".into(),
+        volume_id: format!("vol-{}", cx.run_id),
+        ..Default::default()
+    }
+}
+
+/// Any volume gets an answer: valid labels (possibly none, for a volume the
+/// provider does not know), the same on every call.
+pub(super) async fn volume_labels_valid(cx: &Ctx) -> CaseResult {
+    let ask = || async {
+        ok(
+            "GetVolumeLabels",
+            once!(
+                cx,
+                volumes.get_volume_labels(GetVolumeLabelsRequest {
+                    volume: Some(volume(cx)),
+                })
+            ),
+        )
+    };
+    let first = ask().await?;
+    if let Err(v) = validate::labels("labels", &first.labels) {
+        check!(
+            false,
+            "GetVolumeLabels: expected valid Kubernetes labels, got {v}"
+        );
+    }
+    let again = ask().await?;
+    check!(
+        again.labels == first.labels,
+        "GetVolumeLabels: expected the same labels on every call, got {:?} then {:?}",
+        first.labels,
+        again.labels
+    );
+    Ok(())
+}
+
+pub(super) async fn volume_labels_without_volume(cx: &Ctx) -> CaseResult {
+    let r = once!(
+        cx,
+        volumes.get_volume_labels(GetVolumeLabelsRequest { volume: None })
+    );
+    expect_error(
+        "GetVolumeLabels without volume",
+        r,
+        &[Code::InvalidArgument],
+        crate::ctx::INVALID_REASONS,
+    )
 }

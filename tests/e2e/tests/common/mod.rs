@@ -42,6 +42,16 @@ impl Harness {
     /// The fake provider on a fresh socket and the controller running as a
     /// ServiceAccount bound to the shipped ClusterRole.
     pub async fn start(fake_config: FakeConfig, extra_flags: &[&str]) -> Harness {
+        Self::start_with_roles(fake_config, extra_flags, &["clusterrole.yaml"]).await
+    }
+
+    /// As [`Harness::start`], bound to each of `roles` (files in
+    /// deploy/base/).
+    pub async fn start_with_roles(
+        fake_config: FakeConfig,
+        extra_flags: &[&str],
+        roles: &[&str],
+    ) -> Harness {
         // The controller's logs, shown for failing tests (RUST_LOG to tune).
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -53,17 +63,14 @@ impl Harness {
         let env = TestEnv::get();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "ccm").await.unwrap();
-        let role: ClusterRole = serde_yaml::from_str(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../deploy/base/clusterrole.yaml"
-            ))
-            .unwrap(),
-        )
-        .unwrap();
-        env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
-            .await
-            .unwrap();
+        for file in roles {
+            let path = format!("{}/../../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
+            let role: ClusterRole =
+                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
+                .await
+                .unwrap();
+        }
         let sa = env
             .service_account_config(&ns, "cloud-controller-manager")
             .await
