@@ -98,6 +98,7 @@ pub static CASES: &[Case] = &[
     case!("routes/create-conflicting", [Routes], routes::create_conflicting),
     case!("routes/delete-idempotent", [Routes], routes::delete_idempotent),
     case!("routes/delete-never-created", [Routes], routes::delete_never_created),
+    case!("routes/list-thousands", [Routes], routes::list_thousands),
     // Zones and clusters.
     case!("zones/by-node-name-known", [Zones], other::zone_by_node_name_known),
     case!("zones/by-node-name-missing", [Zones], other::zone_by_node_name_missing),

@@ -226,3 +226,50 @@ pub(super) async fn delete_never_created(cx: &Ctx) -> CaseResult {
     };
     delete(cx, &r, "DeleteRoute for a route that never existed").await
 }
+
+/// How many routes `list_thousands` creates: more than one default page
+/// of most clouds' APIs and of the SDK.
+const MANY: usize = 1200;
+
+/// A listing of more routes than fit a page is complete and has each once,
+/// whatever the page size.
+pub(super) async fn list_thousands(cx: &Ctx) -> CaseResult {
+    let (hint, template) = route(cx, &cx.route_cidr(), false).await?;
+    let routes: Vec<Route> = (0..MANY)
+        .map(|_| Route {
+            destination_cidr: cx.route_cidr(),
+            ..template.clone()
+        })
+        .collect();
+    for chunk in routes.chunks(16) {
+        let created =
+            futures::future::join_all(chunk.iter().map(|r| create(cx, &hint, r, "CreateRoute")))
+                .await;
+        created.into_iter().collect::<CaseResult<Vec<()>>>()?;
+    }
+    let ours: std::collections::HashSet<&str> =
+        routes.iter().map(|r| r.destination_cidr.as_str()).collect();
+    for page_size in [100, 0] {
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        for r in list_all(cx, page_size).await? {
+            if ours.contains(r.destination_cidr.as_str()) {
+                *seen.entry(r.destination_cidr).or_default() += 1;
+            }
+        }
+        let twice = seen.values().filter(|n| **n > 1).count();
+        check!(
+            seen.len() == MANY && twice == 0,
+            "ListRoutes(page_size {page_size}) after creating {MANY} routes: expected each once, got {} of them ({twice} more than once)",
+            seen.len()
+        );
+    }
+    for chunk in routes.chunks(16) {
+        let deleted =
+            futures::future::join_all(chunk.iter().map(|r| delete(cx, r, "DeleteRoute"))).await;
+        deleted.into_iter().collect::<CaseResult<Vec<()>>>()?;
+        for r in chunk {
+            cx.untrack_route(r);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! Benchmark: how long the node-route-controller takes to converge N Nodes'
+//! routes (default 1,000) from an empty cloud route table, against the real
+//! kube-apiserver and the fake provider, and how many provider calls it
+//! makes: once with the Nodes already there when the controller starts (one
+//! full reconcile), once with the Nodes created while it runs (the
+//! node-change path). `cargo bench -p ccm-e2e --bench node_routes`
+//! (BENCH_NODES=N). It reports; it asserts nothing about speed.
+
+use std::time::{Duration, Instant};
+
+use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_testsupport::{TestEnv, unique_name};
+use clap::Parser;
+use cloud_controller_manager::options::Options;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+
+fn pod_cidr(i: usize) -> String {
+    format!("10.{}.{}.0/24", 1 + i / 256, i % 256)
+}
+
+async fn create_nodes(nodes: &Api<Node>, run: &str, n: usize) {
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let nodes = nodes.clone();
+            let run = run.to_owned();
+            async move {
+                let node = Node {
+                    metadata: ObjectMeta {
+                        name: Some(format!("{run}-{i}")),
+                        labels: Some([("bench-run".to_string(), run)].into()),
+                        ..Default::default()
+                    },
+                    spec: Some(NodeSpec {
+                        pod_cidr: Some(pod_cidr(i)),
+                        pod_cidrs: Some(vec![pod_cidr(i)]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+        })
+        .await;
+}
+
+/// Nodes of the run whose NetworkUnavailable is False/RouteCreated.
+async fn routed(nodes: &Api<Node>, run: &str) -> usize {
+    nodes
+        .list(&ListParams::default().labels(&format!("bench-run={run}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_ == "NetworkUnavailable"
+                            && c.reason.as_deref() == Some("RouteCreated")
+                    })
+                })
+        })
+        .count()
+}
+
+async fn run(n: usize, nodes_first: bool) {
+    let env = TestEnv::get();
+    let admin = env.admin_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}/p.sock", dir.path().display());
+    let fake = FakeCloud::new(FakeConfig::default()).unwrap();
+    let (stop_fake, fake_stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
+        let _ = fake_stopped.await;
+    }));
+    let run_label = unique_name("routes");
+    if nodes_first {
+        create_nodes(&nodes, &run_label, n).await;
+    }
+    let opts = Options::try_parse_from([
+        "ccm".to_string(),
+        format!("--provider-endpoint={endpoint}"),
+        "--controllers=route".into(),
+        "--cluster-cidr=10.0.0.0/8".into(),
+        "--kube-api-qps=0".into(),
+    ])
+    .unwrap();
+    let enabled = opts.validate().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = env.admin_config().await.unwrap();
+    let start = Instant::now();
+    let controller = tokio::spawn(cloud_controller_manager::run(
+        opts,
+        enabled,
+        config,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    if !nodes_first {
+        create_nodes(&nodes, &run_label, n).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while fake.dump().routes.len() < n {
+        assert!(Instant::now() < deadline, "routes did not converge");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let routes_done = start.elapsed();
+    while routed(&nodes, &run_label).await < n {
+        assert!(Instant::now() < deadline, "conditions did not converge");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let all_done = start.elapsed();
+    println!(
+        "{n} nodes {}: all routes after {routes_done:.2?}, all NetworkUnavailable=False after {all_done:.2?}; provider calls: ListRoutes {}, CreateRoute {} ({:.2} per node), DeleteRoute {}",
+        if nodes_first {
+            "present at start"
+        } else {
+            "created while running"
+        },
+        fake.calls_of(Method::ListRoutes).len(),
+        fake.calls_of(Method::CreateRoute).len(),
+        fake.calls_of(Method::CreateRoute).len() as f64 / n as f64,
+        fake.calls_of(Method::DeleteRoute).len(),
+    );
+    let _ = stop.send(());
+    controller.await.unwrap().unwrap();
+    let _ = stop_fake.send(());
+    nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("bench-run={run_label}")),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::main]
+async fn main() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+    let n: usize = std::env::var("BENCH_NODES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    run(n, true).await;
+    run(n, false).await;
+}
