@@ -68,6 +68,9 @@ k create serviceaccount cloud-controller-manager -n kube-system
 k apply -f "$root/deploy/base/clusterrole.yaml"
 k create clusterrolebinding ccm-rs:cloud-controller-manager \
   --clusterrole=ccm-rs:cloud-controller-manager --serviceaccount=kube-system:cloud-controller-manager
+k apply -f "$root/deploy/base/role-leader-election.yaml"
+k create rolebinding ccm-rs:cloud-controller-manager:leader-election -n kube-system \
+  --role=ccm-rs:cloud-controller-manager:leader-election --serviceaccount=kube-system:cloud-controller-manager
 cp "$KUBECONFIG" "$work/ccm.kubeconfig"
 KUBECONFIG=$work/ccm.kubeconfig k config set-credentials admin \
   --token="$(k create token cloud-controller-manager -n kube-system --duration=2h)" >/dev/null
@@ -124,10 +127,11 @@ watch_nodes() {
   return 1
 }
 table
-step "controller: cloud-controller-manager (log: $work/controller.log); watching the nodes"
+admin_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+step "controller: cloud-controller-manager (log: $work/controller.log; admin on :$admin_port); watching the nodes"
 "$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
   --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
-  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 >"$work/controller.log" 2>&1 &
+  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 --admin-port="$admin_port" >"$work/controller.log" 2>&1 &
 pids+=($!)
 
 watch_nodes
@@ -187,6 +191,18 @@ no_lbs() { [[ -z $(fake_lbs) ]]; }
 wait_until "the fake cloud has no load balancer" 60 no_lbs
 echo "the fake cloud's load balancers: $(fake_lbs | wc -l)"
 k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
+
+step "operations: leader Lease, health and metrics on the admin port"
+k get lease -n kube-system cloud-controller-manager -o custom-columns='LEASE:.metadata.name,HOLDER:.spec.holderIdentity,DURATION:.spec.leaseDurationSeconds'
+for path in healthz readyz; do
+  echo "GET /$path"
+  curl -sf "http://127.0.0.1:$admin_port/$path" | sed 's/^/  /'
+done
+echo "GET /metrics (excerpt)"
+curl -sf "http://127.0.0.1:$admin_port/metrics" >"$work/metrics.txt"
+grep -E '^(running_managed_controllers|leader_election_master_status)' "$work/metrics.txt" | sed 's/^/  /'
+grep -E '^ccm_provider_request_duration_seconds_count' "$work/metrics.txt" | head -6 | sed 's/^/  /'
+grep -q '^running_managed_controllers{name="service",manager="cloud-controller-manager"} 1' "$work/metrics.txt"
 
 step "demo passed"
 if [[ ${DEMO_HOLD:-} == 1 ]]; then

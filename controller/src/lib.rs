@@ -1,9 +1,11 @@
 //! The generic cloud-controller-manager: Kubernetes semantics here, every
 //! cloud decision in the provider behind `--provider-endpoint`.
 
+pub mod admin;
 pub mod cloud_node;
 pub mod context;
 pub mod duration;
+pub mod leader;
 pub mod metrics;
 pub mod node;
 pub mod node_lifecycle;
@@ -17,13 +19,16 @@ pub mod service;
 pub mod service_lb;
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ccm_provider_sdk::proto::Capability;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use kube::Client;
 
+use crate::admin::Health;
 use crate::context::{Context, NodeCache};
+use crate::leader::{Elector, Fence, LeaderError};
 use crate::options::{ControllerName, Options};
 
 /// Why the manager could not start.
@@ -35,6 +40,8 @@ pub enum StartError {
     Kube(#[from] kube::Error),
     #[error("error running controllers: {0}")]
     Config(String),
+    #[error("{0}")]
+    Leadership(#[from] LeaderError),
 }
 
 /// The provider client configured from the flags, reporting every call to
@@ -42,6 +49,7 @@ pub enum StartError {
 pub fn provider_client(
     opts: &Options,
     metrics: metrics::ProviderMetrics,
+    fence: Fence,
 ) -> Result<ProviderClient, StartError> {
     Ok(ProviderClient::connect_lazy(
         &opts.provider_endpoint,
@@ -50,7 +58,8 @@ pub fn provider_client(
             read_timeout: opts.provider_read_timeout,
             mutation_timeout: opts.provider_mutation_timeout,
             max_concurrency: Some(opts.provider_max_concurrency),
-            observer: Some(std::sync::Arc::new(metrics)),
+            observer: Some(Arc::new(metrics)),
+            mutation_gate: Some(Arc::new(fence)),
             ..Default::default()
         },
     )?)
@@ -83,15 +92,89 @@ async fn wait_for_provider(
 
 /// Runs the enabled controllers until `shutdown` completes, talking to the
 /// cluster `config` points at (rate-limited by `--kube-api-qps/-burst`).
+/// With `--leader-elect`, only while holding the Lease: losing it is an
+/// error (the process should exit, as upstream); a clean shutdown releases
+/// it.
 pub async fn run(
     opts: Options,
     enabled: Vec<ControllerName>,
     config: kube::Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
-    let client: Client = rate_limit::client(config, opts.kube_api_qps, opts.kube_api_burst)?;
+    let elector = if opts.leader_elect {
+        let cfg = leader::Config {
+            namespace: opts.leader_elect_resource_namespace.clone(),
+            name: opts.leader_elect_resource_name.clone(),
+            identity: leader::default_identity(),
+            lease_duration: opts.leader_elect_lease_duration,
+            renew_deadline: opts.leader_elect_renew_deadline,
+            retry_period: opts.leader_elect_retry_period,
+        };
+        cfg.validate().map_err(StartError::Config)?;
+        // Its own client: never rate-limited behind controller traffic,
+        // never fenced (it carries the fence's renewals).
+        let lease_client = rate_limit::client(config.clone(), 0.0, 0, Fence::open())?;
+        Some(Elector::new(lease_client, cfg))
+    } else {
+        None
+    };
+    let fence = elector.as_ref().map_or_else(Fence::open, Elector::fence);
+    let client: Client = rate_limit::client(
+        config,
+        opts.kube_api_qps,
+        opts.kube_api_burst,
+        fence.clone(),
+    )?;
     let mut registry = prometheus_client::registry::Registry::default();
-    let provider = provider_client(&opts, metrics::ProviderMetrics::register(&mut registry))?;
+    let provider = provider_client(
+        &opts,
+        metrics::ProviderMetrics::register(&mut registry),
+        fence.clone(),
+    )?;
+    let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
+    let cache = NodeCache::new();
+    let health = Arc::new(Health {
+        controllers: Mutex::default(),
+        leader: elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),
+        node_cache_synced: cache.synced(),
+        provider: provider.clone(),
+        registry: Mutex::new(registry),
+    });
+    let admin = if opts.admin_port == 0 {
+        None
+    } else {
+        let listener = admin::bind(&opts.bind_address, opts.admin_port)
+            .await
+            .map_err(StartError::Config)?;
+        tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "admin server serving /healthz /livez /readyz /metrics");
+        let router = admin::router(health.clone());
+        Some(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "admin server stopped");
+            }
+        }))
+    };
+    let mut shutdown = std::pin::pin!(shutdown);
+
+    if let Some(e) = &elector {
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = &mut shutdown => {
+                tracing::info!("shutting down before acquiring the lease");
+                if let Some(a) = admin { a.abort(); }
+                return Ok(());
+            }
+        }
+        health.set_leading(true);
+        manager_metrics.set_leader(&opts.leader_elect_resource_name, true);
+    }
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+
     let work = async {
         let handshake = wait_for_provider(&provider, &opts.provider_endpoint).await;
         let mut runnable = Vec::new();
@@ -127,13 +210,18 @@ pub async fn run(
             None
         };
 
-        let cache = NodeCache::new();
         let store = cache.store.clone();
         let mut synced = cache.synced();
         let node_changes = cache.changes();
         let changes = cache.into_stream(client.clone());
         let context_for = |c: ControllerName| {
             tracing::info!(controller = c.canonical(), "starting");
+            health
+                .controllers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c.canonical());
+            manager_metrics.set_running(c.alias(), true);
             Context::new(
                 client.clone(),
                 provider.clone(),
@@ -193,11 +281,29 @@ pub async fn run(
         while tasks.join_next().await.is_some() {}
         Ok(())
     };
-    tokio::select! {
+    // Whichever ends first: dropping `work` cancels every reconcile and
+    // in-flight provider call; the fence then keeps anything left from
+    // writing.
+    let result = tokio::select! {
         r = work => r,
-        _ = shutdown => {
+        lost = lost => {
+            tracing::error!(error = %lost, "stopping: leadership lost");
+            Err(StartError::Leadership(lost))
+        }
+        _ = &mut shutdown => {
             tracing::info!("shutting down");
             Ok(())
         }
+    };
+    if let Some(e) = &elector {
+        health.set_leading(false);
+        manager_metrics.set_leader(&opts.leader_elect_resource_name, false);
+        if result.is_ok() {
+            e.release().await;
+        }
     }
+    if let Some(a) = admin {
+        a.abort();
+    }
+    result
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use ccm_provider_sdk::client::CallObserver;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -44,6 +45,61 @@ impl CallObserver for ProviderMetrics {
                 code: format!("{code:?}"),
             })
             .observe(elapsed.as_secs_f64());
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub name: String,
+    pub manager: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    pub name: String,
+}
+
+/// Upstream's manager-level metrics: `running_managed_controllers{name,
+/// manager}` (legacy controller names) and
+/// `leader_election_master_status{name}`.
+#[derive(Clone)]
+pub struct ManagerMetrics {
+    running: Family<ControllerLabels, Gauge>,
+    leader: Family<LeaseLabels, Gauge>,
+}
+
+impl ManagerMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let running = Family::<ControllerLabels, Gauge>::default();
+        registry.register(
+            "running_managed_controllers",
+            "Indicates where instances of a controller are currently running",
+            running.clone(),
+        );
+        let leader = Family::<LeaseLabels, Gauge>::default();
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+            leader.clone(),
+        );
+        ManagerMetrics { running, leader }
+    }
+
+    pub fn set_running(&self, name: &str, running: bool) {
+        self.running
+            .get_or_create(&ControllerLabels {
+                name: name.to_owned(),
+                manager: "cloud-controller-manager",
+            })
+            .set(i64::from(running));
+    }
+
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels {
+                name: lease.to_owned(),
+            })
+            .set(i64::from(leading));
     }
 }
 

@@ -44,7 +44,7 @@ impl ControllerName {
         }
     }
 
-    fn alias(self) -> &'static str {
+    pub fn alias(self) -> &'static str {
         match self {
             ControllerName::CloudNode => "cloud-node",
             ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle",
@@ -210,6 +210,45 @@ pub struct Options {
     /// Most provider calls in flight at once, across all controllers.
     #[arg(long, default_value_t = 64, help_heading = "Provider")]
     pub provider_max_concurrency: usize,
+
+    /// Run only while holding the leader Lease, so replicas never both act.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Leader election")]
+    pub leader_elect: bool,
+
+    /// How long a Lease not renewed is respected by the other replicas.
+    #[arg(long, default_value = "15s", value_parser = go_duration, help_heading = "Leader election")]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps acting without a successful renewal
+    /// (after that it stops writing, then exits).
+    #[arg(long, default_value = "10s", value_parser = go_duration, help_heading = "Leader election")]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often the Lease is renewed or its acquisition retried.
+    #[arg(long, default_value = "2s", value_parser = go_duration, help_heading = "Leader election")]
+    pub leader_elect_retry_period: Duration,
+
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system", help_heading = "Leader election")]
+    pub leader_elect_resource_namespace: String,
+
+    /// Name of the Lease.
+    #[arg(
+        long,
+        default_value = "cloud-controller-manager",
+        help_heading = "Leader election"
+    )]
+    pub leader_elect_resource_name: String,
+
+    /// Address of the admin server (/healthz, /livez, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0", help_heading = "Admin server")]
+    pub bind_address: String,
+
+    /// Port of the admin server, plain HTTP (upstream's --secure-port
+    /// serves HTTPS on the same port number; see docs/controller.md); 0
+    /// disables it.
+    #[arg(long, default_value_t = 10258, help_heading = "Admin server")]
+    pub admin_port: u16,
 
     /// Log format: plain or json.
     #[arg(long, default_value = "plain", value_parser = ["plain", "json"], help_heading = "Logging")]

@@ -10,6 +10,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use kube::client::ClientBuilder;
+
+use crate::leader::Fence;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 #[derive(Debug)]
@@ -112,10 +114,71 @@ where
     }
 }
 
-/// A kube client whose requests pass through the token bucket; `qps <= 0`
-/// disables limiting.
-pub fn client(config: kube::Config, qps: f32, burst: u32) -> Result<kube::Client, kube::Error> {
-    let builder = ClientBuilder::try_from(config)?;
+/// Refuses every request but reads (GET) while the fence is closed: the
+/// one place Kubernetes writes are fenced by leader election.
+#[derive(Clone)]
+pub struct FenceLayer(pub Fence);
+
+impl<S> Layer<S> for FenceLayer {
+    type Service = Fenced<S>;
+    fn layer(&self, inner: S) -> Fenced<S> {
+        Fenced {
+            inner,
+            fence: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Fenced<S> {
+    inner: S,
+    fence: Fence,
+}
+
+/// The error a fenced write gets.
+#[derive(Debug, thiserror::Error)]
+#[error("{method} {path} not sent: this process may not make changes (not the leader)")]
+pub struct NotLeader {
+    method: http::Method,
+    path: String,
+}
+
+impl<S, B> Service<http::Request<B>> for Fenced<S>
+where
+    S: Service<http::Request<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.method() != http::Method::GET && !self.fence.allows_writes() {
+            let err = NotLeader {
+                method: req.method().clone(),
+                path: req.uri().path().to_owned(),
+            };
+            return Box::pin(async move { Err(err.into()) });
+        }
+        let fut = self.inner.call(req);
+        Box::pin(async move { fut.await.map_err(Into::into) })
+    }
+}
+
+/// A kube client whose requests pass through the token bucket (`qps <= 0`
+/// disables limiting) and whose writes pass only while `fence` allows.
+pub fn client(
+    config: kube::Config,
+    qps: f32,
+    burst: u32,
+    fence: Fence,
+) -> Result<kube::Client, kube::Error> {
+    let builder = ClientBuilder::try_from(config)?.with_layer(&FenceLayer(fence));
     if qps <= 0.0 {
         return Ok(builder.build());
     }

@@ -38,6 +38,10 @@ pub struct ClientOptions {
     pub max_concurrency: Option<usize>,
     /// Told about every call (method, code, duration).
     pub observer: Option<Arc<dyn CallObserver>>,
+    /// Asked before every mutation (load balancers, routes); `false`
+    /// refuses it with [`ClientError::Refused`]. The controller's
+    /// leader-election fence.
+    pub mutation_gate: Option<Arc<dyn MutationGate>>,
 }
 
 impl Default for ClientOptions {
@@ -50,6 +54,7 @@ impl Default for ClientOptions {
             page_size: 500,
             max_concurrency: None,
             observer: None,
+            mutation_gate: None,
         }
     }
 }
@@ -71,6 +76,9 @@ pub enum ClientError {
     Unsupported(Capability),
     #[error("invalid provider endpoint: {0}")]
     Endpoint(String),
+    /// The mutation gate said no: nothing was sent.
+    #[error("{method} not sent: this process may not make changes (not the leader)")]
+    Refused { method: &'static str },
 }
 
 impl ClientError {
@@ -80,7 +88,9 @@ impl ClientError {
         match self {
             ClientError::Provider(e) => e.outcome(),
             ClientError::InvalidResponse { .. } => Outcome::Unknown,
-            ClientError::Unsupported(_) | ClientError::Endpoint(_) => Outcome::Final,
+            ClientError::Unsupported(_)
+            | ClientError::Endpoint(_)
+            | ClientError::Refused { .. } => Outcome::Final,
         }
     }
 
@@ -98,6 +108,17 @@ pub trait CallObserver: Send + Sync {
     /// `method` is the RPC name (`"InstanceExists"`), `code` the gRPC code
     /// of the answer (`Ok` on success).
     fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration);
+}
+
+/// Decides whether mutations may be sent (see `ClientOptions::mutation_gate`).
+pub trait MutationGate: Send + Sync {
+    fn allows_mutations(&self) -> bool;
+}
+
+impl std::fmt::Debug for dyn MutationGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MutationGate")
+    }
 }
 
 impl std::fmt::Debug for dyn CallObserver {
@@ -402,6 +423,15 @@ impl ProviderClient {
         Ok(m)
     }
 
+    /// Asks the mutation gate, after the per-key lock: a call that waited
+    /// for another is still refused if the gate closed meanwhile.
+    fn gate(&self, method: &'static str) -> Result<(), ClientError> {
+        match &self.opts.mutation_gate {
+            Some(gate) if !gate.allows_mutations() => Err(ClientError::Refused { method }),
+            _ => Ok(()),
+        }
+    }
+
     /// `None` when the provider says no load balancer exists.
     pub async fn get_load_balancer(
         &self,
@@ -468,6 +498,7 @@ impl ProviderClient {
             .mutations
             .lock(format!("lb/{cluster_name}/{}", service.uid))
             .await;
+        self.gate("EnsureLoadBalancer")?;
         let r = self
             .observed(
                 "EnsureLoadBalancer",
@@ -508,6 +539,7 @@ impl ProviderClient {
             .mutations
             .lock(format!("lb/{cluster_name}/{}", service.uid))
             .await;
+        self.gate("UpdateLoadBalancer")?;
         let r = self
             .observed(
                 "UpdateLoadBalancer",
@@ -545,6 +577,7 @@ impl ProviderClient {
             .mutations
             .lock(format!("lb/{cluster_name}/{}", service.uid))
             .await;
+        self.gate("EnsureLoadBalancerDeleted")?;
         let r = self
             .observed(
                 "EnsureLoadBalancerDeleted",
@@ -654,6 +687,7 @@ impl ProviderClient {
             .mutations
             .lock(format!("route/{cluster_name}/{}", route.destination_cidr))
             .await;
+        self.gate("CreateRoute")?;
         let r = self
             .observed(
                 "CreateRoute",
@@ -676,6 +710,7 @@ impl ProviderClient {
             .mutations
             .lock(format!("route/{cluster_name}/{}", route.destination_cidr))
             .await;
+        self.gate("DeleteRoute")?;
         self.observed(
             "DeleteRoute",
             self.routes().delete_route(self.request(

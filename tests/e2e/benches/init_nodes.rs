@@ -32,6 +32,8 @@ async fn run(n: usize, flags: &[&str]) {
     let mut args = vec![
         "ccm".to_string(),
         format!("--provider-endpoint={endpoint}"),
+        "--leader-elect=false".into(),
+        "--admin-port=0".into(),
         "--controllers=cloud-node".into(),
     ];
     args.extend(flags.iter().map(|s| s.to_string()));

@@ -47,6 +47,8 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
     let mut args = vec![
         "ccm".to_string(),
         format!("--provider-endpoint={endpoint}"),
+        "--leader-elect=false".into(),
+        "--admin-port=0".into(),
         "--controllers=service".into(),
     ];
     args.extend(flags.iter().map(|s| s.to_string()));

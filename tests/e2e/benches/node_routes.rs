@@ -89,6 +89,8 @@ async fn run(n: usize, nodes_first: bool) {
         "--controllers=route".into(),
         "--cluster-cidr=10.0.0.0/8".into(),
         "--kube-api-qps=0".into(),
+        "--leader-elect=false".into(),
+        "--admin-port=0".into(),
     ])
     .unwrap();
     let enabled = opts.validate().unwrap();

@@ -1,0 +1,188 @@
+//! The admin server: `/healthz` (with `/healthz/<check>`), `/livez`,
+//! `/readyz` and `/metrics`, plain HTTP on `--bind-address:--admin-port`.
+//!
+//! `/healthz` has upstream's checks: `leaderElection` (with leader election
+//! on) and one per running controller, by canonical name; `/livez` is the
+//! same. `/readyz` (upstream has none) adds what serving needs: the node
+//! cache synced and the provider answering `Probe` with READY.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use ccm_provider_sdk::{ProviderClient, Readiness};
+use prometheus_client::registry::Registry;
+
+use crate::leader::Fence;
+
+/// What the endpoints report on; shared with the running manager.
+pub struct Health {
+    /// Canonical names of the controllers started so far.
+    pub controllers: Mutex<Vec<&'static str>>,
+    /// With leader election: our fence, and whether we hold the Lease.
+    pub leader: Option<(Fence, Mutex<bool>)>,
+    pub node_cache_synced: tokio::sync::watch::Receiver<bool>,
+    pub provider: ProviderClient,
+    pub registry: Mutex<Registry>,
+}
+
+impl Health {
+    /// (name, ok) of every `/healthz` check.
+    fn checks(&self) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        if let Some((fence, leading)) = &self.leader {
+            // A leader that can no longer write is about to exit; a
+            // standby is healthy.
+            let leading = *leading.lock().unwrap_or_else(|p| p.into_inner());
+            out.push((
+                "leaderElection".to_owned(),
+                !leading || fence.allows_writes(),
+            ));
+        }
+        for c in self
+            .controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            out.push(((*c).to_owned(), true));
+        }
+        if out.is_empty() {
+            out.push(("ping".to_owned(), true));
+        }
+        out
+    }
+
+    pub fn set_leading(&self, leading: bool) {
+        if let Some((_, l)) = &self.leader {
+            *l.lock().unwrap_or_else(|p| p.into_inner()) = leading;
+        }
+    }
+}
+
+fn report(checks: &[(String, bool)], what: &str) -> (StatusCode, String) {
+    let mut body = String::new();
+    for (name, ok) in checks {
+        body.push_str(&format!(
+            "[{}] {name} {}\n",
+            if *ok { "+" } else { "-" },
+            if *ok { "ok" } else { "failed" }
+        ));
+    }
+    if checks.iter().all(|(_, ok)| *ok) {
+        body.push_str(&format!("{what} check passed\n"));
+        (StatusCode::OK, body)
+    } else {
+        body.push_str(&format!("{what} check failed\n"));
+        (StatusCode::INTERNAL_SERVER_ERROR, body)
+    }
+}
+
+async fn healthz(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    report(&h.checks(), "healthz")
+}
+
+async fn livez(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    report(&h.checks(), "livez")
+}
+
+async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> impl IntoResponse {
+    match h.checks().into_iter().find(|(n, _)| *n == name) {
+        Some((_, true)) => (StatusCode::OK, "ok\n".to_owned()),
+        Some((_, false)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{name} failed\n"),
+        ),
+        None => (StatusCode::NOT_FOUND, format!("no check named {name}\n")),
+    }
+}
+
+async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    let mut checks = h.checks();
+    checks.push((
+        "node-cache-synced".to_owned(),
+        *h.node_cache_synced.borrow(),
+    ));
+    let provider_ready = matches!(h.provider.probe().await, Ok(Readiness::Ready));
+    checks.push(("provider-ready".to_owned(), provider_ready));
+    report(&checks, "readyz")
+}
+
+async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    let mut text = String::new();
+    let registry = h.registry.lock().unwrap_or_else(|p| p.into_inner());
+    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        ),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [("content-type", "text/plain")],
+            e.to_string(),
+        ),
+    }
+}
+
+pub fn router(health: Arc<Health>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/healthz/{check}", get(one_check))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(health)
+}
+
+/// Binds the admin address, failing clearly (port in use, bad address).
+pub async fn bind(address: &str, port: u16) -> Result<tokio::net::TcpListener, String> {
+    let addr: SocketAddr = format!("{address}:{port}")
+        .parse()
+        .or_else(|_| format!("[{address}]:{port}").parse())
+        .map_err(|_| format!("invalid --bind-address {address:?}"))?;
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("failed to listen on {addr} (--bind-address/--admin-port): {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(leader: Option<(Fence, Mutex<bool>)>) -> Health {
+        Health {
+            controllers: Mutex::new(vec!["cloud-node-controller"]),
+            leader,
+            node_cache_synced: tokio::sync::watch::channel(false).1,
+            provider: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
+                .unwrap(),
+            registry: Mutex::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn healthz_has_upstream_checks_and_fails_a_fenced_leader() {
+        let h = health(None);
+        assert_eq!(h.checks(), vec![("cloud-node-controller".to_owned(), true)]);
+        let (code, body) = report(&h.checks(), "healthz");
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("[+] cloud-node-controller ok"), "{body}");
+
+        let h = health(Some((crate::leader::Fence::open(), Mutex::new(false))));
+        assert_eq!(h.checks()[0], ("leaderElection".to_owned(), true));
+        // A leader whose fence is closed (a renewal missed the deadline).
+        let closed = crate::leader::tests_support::closed_fence();
+        let h = health(Some((closed, Mutex::new(true))));
+        let (code, body) = report(&h.checks(), "healthz");
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body.contains("[-] leaderElection failed"), "{body}");
+    }
+}

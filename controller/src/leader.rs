@@ -1,0 +1,432 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with fencing.
+//!
+//! - Every Lease write is a compare-and-swap on `resourceVersion`.
+//! - Expiry never compares clocks across machines: a Lease held by someone
+//!   else counts as expired only once *we* have seen it unchanged (same
+//!   resourceVersion) for its lease duration, measured on our monotonic
+//!   clock. Clock skew between replicas cannot cause a takeover.
+//! - Fencing: the [`Fence`] allows Kubernetes writes and provider mutations
+//!   only while our last successful renewal is younger than the renew
+//!   deadline (10 s), which is shorter than the lease duration (15 s) any
+//!   successor must wait. A frozen process (SIGSTOP) wakes up with a stale
+//!   renewal and writes nothing; losing the Lease ends the process, as
+//!   upstream.
+//! - On clean shutdown the Lease is released (holder cleared) so a
+//!   successor takes over at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+/// Whether this process may write. Cheap to clone and check.
+#[derive(Clone)]
+pub struct Fence(Option<Arc<FenceState>>);
+
+struct FenceState {
+    renewed: Mutex<Option<Instant>>,
+    renew_deadline: Duration,
+}
+
+impl Fence {
+    /// No leader election: always open.
+    pub fn open() -> Fence {
+        Fence(None)
+    }
+
+    fn elected(renew_deadline: Duration) -> Fence {
+        Fence(Some(Arc::new(FenceState {
+            renewed: Mutex::new(None),
+            renew_deadline,
+        })))
+    }
+
+    /// True while the Lease is ours and was renewed within the deadline.
+    pub fn allows_writes(&self) -> bool {
+        match &self.0 {
+            None => true,
+            Some(s) => s
+                .renewed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|t| t.elapsed() < s.renew_deadline),
+        }
+    }
+
+    fn renewed_at(&self, at: Instant) {
+        if let Some(s) = &self.0 {
+            *s.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+        }
+    }
+
+    fn close(&self) {
+        if let Some(s) = &self.0 {
+            *s.renewed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+}
+
+impl ccm_provider_sdk::client::MutationGate for Fence {
+    fn allows_mutations(&self) -> bool {
+        self.allows_writes()
+    }
+}
+
+/// The flags, checked: renew deadline < lease duration, retry period <
+/// renew deadline (upstream's validation).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err("leaseDuration must be greater than renewDeadline".into());
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err("renewDeadline must be greater than retryPeriod*JitterFactor".into());
+        }
+        if self.retry_period.is_zero() {
+            return Err("retryPeriod must be greater than zero".into());
+        }
+        if self.namespace.is_empty() || self.name.is_empty() {
+            return Err("--leader-elect-resource-namespace and --leader-elect-resource-name must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("leaderelection lost: the Lease {0} was not renewed within the renew deadline")]
+    Lost(String),
+    #[error("leaderelection lost: the Lease {lease} is now held by {holder:?}")]
+    Taken { lease: String, holder: String },
+}
+
+/// What we last saw of someone else's Lease.
+struct Observed {
+    resource_version: String,
+    since: Instant,
+}
+
+pub struct Elector {
+    api: Api<Lease>,
+    cfg: Config,
+    fence: Fence,
+    /// Our last write's resourceVersion, for compare-and-swap renewals.
+    ours: Mutex<Option<String>>,
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn holder(l: &Lease) -> &str {
+    l.spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .unwrap_or_default()
+}
+
+impl Elector {
+    /// `client` must not be fenced: it carries the Lease writes themselves.
+    pub fn new(client: Client, cfg: Config) -> Elector {
+        Elector {
+            api: Api::namespaced(client, &cfg.namespace),
+            fence: Fence::elected(cfg.renew_deadline),
+            cfg,
+            ours: Mutex::new(None),
+        }
+    }
+
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    fn lease_name(&self) -> String {
+        format!("{}/{}", self.cfg.namespace, self.cfg.name)
+    }
+
+    fn spec(&self, acquire: bool, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.cfg.identity.clone()),
+            lease_duration_seconds: Some(self.cfg.lease_duration.as_secs().max(1) as i32),
+            acquire_time: acquire.then(now),
+            renew_time: Some(now()),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+
+    /// One attempt to create, take or renew the Lease. `Ok(true)`: it is
+    /// ours (and the fence renewed).
+    async fn try_acquire_or_renew(
+        &self,
+        observed: &mut Option<Observed>,
+    ) -> Result<bool, kube::Error> {
+        let started = Instant::now();
+        let current = self.api.get_opt(&self.cfg.name).await?;
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.name.clone()),
+                    namespace: Some(self.cfg.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(self.spec(true, 0)),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.won(created, started);
+                    Ok(true)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+        let held_by = holder(&lease).to_owned();
+        let transitions = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0);
+        if held_by != self.cfg.identity && !held_by.is_empty() {
+            // Someone else's: expired only after we saw it unchanged for
+            // its duration (ours if it states none or nonsense).
+            let stated = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_duration_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64));
+            let duration = stated.unwrap_or(self.cfg.lease_duration);
+            match observed {
+                Some(o) if o.resource_version == rv => {
+                    if o.since.elapsed() < duration {
+                        return Ok(false);
+                    }
+                }
+                _ => {
+                    *observed = Some(Observed {
+                        resource_version: rv,
+                        since: Instant::now(),
+                    });
+                    return Ok(false);
+                }
+            }
+            tracing::info!(lease = %self.lease_name(), previous = %held_by, "lease expired; taking it");
+        }
+        let acquiring = held_by != self.cfg.identity;
+        let spec = if acquiring {
+            self.spec(true, transitions + 1)
+        } else {
+            let mut s = self.spec(false, transitions);
+            s.acquire_time = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
+            s
+        };
+        lease.spec = Some(spec);
+        // replace() carries metadata.resourceVersion: compare-and-swap.
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.won(written, started);
+                Ok(true)
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn won(&self, lease: Lease, started: Instant) {
+        // The renewal counts from before the request: a slow answer never
+        // extends our claim beyond what the others can see.
+        self.fence.renewed_at(started);
+        *self.ours.lock().unwrap_or_else(|p| p.into_inner()) = lease.metadata.resource_version;
+    }
+
+    /// Waits until the Lease is ours.
+    pub async fn acquire(&self) {
+        let mut observed = None;
+        let mut logged = false;
+        loop {
+            match self.try_acquire_or_renew(&mut observed).await {
+                Ok(true) => {
+                    tracing::info!(lease = %self.lease_name(), identity = %self.cfg.identity, "successfully acquired lease");
+                    return;
+                }
+                Ok(false) => {
+                    if !logged {
+                        tracing::info!(lease = %self.lease_name(), "attempting to acquire leader lease");
+                        logged = true;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(lease = %self.lease_name(), error = %e, "error retrieving or updating the lease")
+                }
+            }
+            tokio::time::sleep(jitter(self.cfg.retry_period)).await;
+        }
+    }
+
+    /// Renews every retry period; returns (with the fence closed) when the
+    /// Lease is lost or could not be renewed within the renew deadline.
+    pub async fn hold(&self) -> LeaderError {
+        let mut observed = None;
+        loop {
+            tokio::time::sleep(self.cfg.retry_period).await;
+            match self.try_acquire_or_renew(&mut observed).await {
+                Ok(true) => continue,
+                Ok(false) => {
+                    self.fence.close();
+                    let holder = match self.api.get_opt(&self.cfg.name).await {
+                        Ok(Some(l)) => holder(&l).to_owned(),
+                        _ => String::new(),
+                    };
+                    return LeaderError::Taken {
+                        lease: self.lease_name(),
+                        holder,
+                    };
+                }
+                Err(e) => {
+                    tracing::warn!(lease = %self.lease_name(), error = %e, "failed to renew the lease");
+                }
+            }
+            if !self.fence.allows_writes() {
+                self.fence.close();
+                return LeaderError::Lost(self.lease_name());
+            }
+        }
+    }
+
+    /// Gives the Lease up so a successor need not wait for it to expire.
+    /// Only if it is still ours (compare-and-swap on our last write).
+    pub async fn release(&self) {
+        self.fence.close();
+        let Some(rv) = self.ours.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return;
+        };
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
+            return;
+        };
+        if holder(&lease) != self.cfg.identity
+            || lease.metadata.resource_version.as_deref() != Some(rv.as_str())
+        {
+            return;
+        }
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(now());
+        }
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.lease_name(), "released the lease"),
+            Err(e) => {
+                tracing::warn!(lease = %self.lease_name(), error = %e, "could not release the lease")
+            }
+        }
+    }
+}
+
+/// Up to 20% more, as client-go's JitterFactor 1.2, so replicas do not
+/// retry in lockstep.
+fn jitter(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or_default();
+    d.mul_f64(1.0 + f64::from(nanos % 1000) / 5000.0)
+}
+
+/// `<hostname>_<random>`, as upstream's identity, unless POD_NAME is set.
+pub fn default_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "cloud-controller-manager".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{host}_{:08x}{:04x}",
+        nanos as u32,
+        std::process::id() as u16
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// An elected fence that was never renewed.
+    pub fn closed_fence() -> Fence {
+        Fence::elected(Duration::from_secs(10))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            namespace: "kube-system".into(),
+            name: "cloud-controller-manager".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn upstream_validation_of_durations() {
+        assert!(cfg().validate().is_ok());
+        let mut c = cfg();
+        c.renew_deadline = Duration::from_secs(15);
+        assert_eq!(
+            c.validate().unwrap_err(),
+            "leaseDuration must be greater than renewDeadline"
+        );
+        let mut c = cfg();
+        c.retry_period = Duration::from_secs(9);
+        assert!(c.validate().unwrap_err().contains("retryPeriod"));
+    }
+
+    #[test]
+    fn the_fence_opens_only_for_a_fresh_renewal() {
+        assert!(Fence::open().allows_writes());
+        let f = Fence::elected(Duration::from_millis(50));
+        assert!(!f.allows_writes(), "closed before the first renewal");
+        f.renewed_at(Instant::now());
+        assert!(f.allows_writes());
+        f.renewed_at(Instant::now() - Duration::from_millis(60));
+        assert!(
+            !f.allows_writes(),
+            "a stale renewal (a frozen process) writes nothing"
+        );
+        f.renewed_at(Instant::now());
+        f.close();
+        assert!(!f.allows_writes());
+    }
+}

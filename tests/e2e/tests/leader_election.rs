@@ -1,0 +1,365 @@
+//! Leader election end to end: several `cloud-controller-manager` processes
+//! (the real binary) against the real kube-apiserver, each with only the
+//! shipped ClusterRole and leader-election Role, sharing the fake provider.
+//! Only the Lease holder acts; kill -9 → takeover after expiry; a frozen
+//! leader (SIGSTOP) is replaced and, when resumed, writes nothing; SIGTERM
+//! releases the Lease for an immediate takeover.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ccm_fake_provider::{FakeCloud, FakeConfig};
+use ccm_testsupport::{TestEnv, unique_name};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::config::Kubeconfig;
+use kube::{Api, Client};
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const LEASE: &str = "cloud-controller-manager";
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_millis(500);
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The controller binary, built now so it is never stale.
+fn controller_binary() -> PathBuf {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "cloud-controller-manager",
+            "--bin",
+            "cloud-controller-manager",
+        ])
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(status.success(), "building cloud-controller-manager");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("target"));
+    target.join("debug/cloud-controller-manager")
+}
+
+struct Replica {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.pid()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} {}", self.name);
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the process to end; its exit code.
+    async fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit; log:\n{}",
+                self.name,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.pid()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Cluster {
+    admin: Client,
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+    endpoint: String,
+    fake: FakeCloud,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        let env = TestEnv::get();
+        let admin = env.admin_client().await.unwrap();
+        let ns = env.namespace(&admin, "le").await.unwrap();
+        let sa = "cloud-controller-manager";
+        let role: ClusterRole = serde_yaml::from_str(
+            &std::fs::read_to_string(repo().join("deploy/base/clusterrole.yaml")).unwrap(),
+        )
+        .unwrap();
+        env.grant_cluster_role(&admin, &ns, sa, role.rules.unwrap())
+            .await
+            .unwrap();
+        // The leader-election Role exactly as shipped, bound in kube-system.
+        let mut le: Role = serde_yaml::from_str(
+            &std::fs::read_to_string(repo().join("deploy/base/role-leader-election.yaml")).unwrap(),
+        )
+        .unwrap();
+        let role_name = unique_name("le");
+        le.metadata.name = Some(role_name.clone());
+        Api::<Role>::namespaced(admin.clone(), "kube-system")
+            .create(&PostParams::default(), &le)
+            .await
+            .unwrap();
+        let binding = RoleBinding {
+            metadata: ObjectMeta {
+                name: Some(role_name.clone()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "Role".into(),
+                name: role_name,
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa.into(),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            }]),
+        };
+        Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+        // A kubeconfig for the processes: the admin's cluster, the
+        // ServiceAccount's token.
+        let token = env
+            .service_account_config(&ns, sa)
+            .await
+            .unwrap()
+            .auth_info
+            .token;
+        let mut kc = Kubeconfig::read_from(env.kubeconfig()).unwrap();
+        for a in &mut kc.auth_infos {
+            a.auth_info = Some(kube::config::AuthInfo {
+                token: token.clone(),
+                ..Default::default()
+            });
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("ccm.kubeconfig");
+        std::fs::File::create(&kubeconfig)
+            .unwrap()
+            .write_all(serde_yaml::to_string(&kc).unwrap().as_bytes())
+            .unwrap();
+        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+        let fake = FakeCloud::new(FakeConfig::default()).unwrap();
+        tokio::spawn(fake.clone().serve(endpoint.clone(), std::future::pending()));
+        let _ = Api::<Lease>::namespaced(admin.clone(), "kube-system")
+            .delete(LEASE, &DeleteParams::default())
+            .await;
+        Cluster {
+            admin,
+            binary: controller_binary(),
+            kubeconfig,
+            endpoint,
+            fake,
+            dir,
+        }
+    }
+
+    fn replica(&self, name: &'static str, controllers: &str) -> Replica {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let child = Command::new(&self.binary)
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--provider-endpoint={}", self.endpoint))
+            .arg(format!("--controllers={controllers}"))
+            .arg(format!(
+                "--leader-elect-lease-duration={}ms",
+                LEASE_DURATION.as_millis()
+            ))
+            .arg("--leader-elect-renew-deadline=2s")
+            .arg(format!(
+                "--leader-elect-retry-period={}ms",
+                RETRY.as_millis()
+            ))
+            .arg("--admin-port=0")
+            .arg("--node-monitor-period=1s")
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica { name, child, log }
+    }
+
+    async fn holder(&self) -> String {
+        Api::<Lease>::namespaced(self.admin.clone(), "kube-system")
+            .get_opt(LEASE)
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default()
+    }
+
+    /// Waits until `who` holds the Lease; how long that took.
+    async fn wait_holder(&self, who: &Replica) -> Duration {
+        let start = Instant::now();
+        loop {
+            let h = self.holder().await;
+            if h.starts_with(&format!("{}_", who.name)) {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{} never got the Lease (holder {h:?}); log:\n{}",
+                who.name,
+                who.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn tainted_node(&self, name: &str) {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(vec![Taint {
+                    key: UNINITIALIZED.into(),
+                    value: Some("true".into()),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Api::<Node>::all(self.admin.clone())
+            .create(&PostParams::default(), &node)
+            .await
+            .unwrap();
+    }
+
+    async fn tainted(&self, name: &str) -> bool {
+        Api::<Node>::all(self.admin.clone())
+            .get(name)
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.taints)
+            .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED))
+    }
+
+    async fn wait_initialised(&self, name: &str) {
+        let start = Instant::now();
+        while self.tainted(name).await {
+            assert!(start.elapsed() < DEADLINE, "{name} not initialised");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_leader_acts_takeovers_are_bounded_and_a_frozen_leader_writes_nothing() {
+    let c = Cluster::new().await;
+    let mut a = c.replica("replica-a", "cloud-node");
+    c.wait_holder(&a).await;
+    let b = c.replica("replica-b", "cloud-node");
+    let n1 = unique_name("le-n1");
+    c.tainted_node(&n1).await;
+    c.wait_initialised(&n1).await;
+    assert!(c.holder().await.starts_with("replica-a_"), "a still leads");
+    assert!(
+        b.log().contains("attempting to acquire leader lease")
+            && !b.log().contains("successfully acquired lease"),
+        "b stands by:\n{}",
+        b.log()
+    );
+
+    // kill -9: no release; b waits for the Lease to expire.
+    a.signal("-KILL");
+    let killed = Instant::now();
+    c.wait_holder(&b).await;
+    let takeover_kill = killed.elapsed();
+    assert!(
+        takeover_kill <= LEASE_DURATION + RETRY * 2 + Duration::from_secs(1),
+        "takeover after kill -9 took {takeover_kill:?}"
+    );
+    let _ = a.exit_code().await;
+    let n2 = unique_name("le-n2");
+    c.tainted_node(&n2).await;
+    c.wait_initialised(&n2).await;
+
+    // A frozen leader: c (which cannot initialise nodes) takes over; the
+    // node created meanwhile stays tainted; b, resumed, must not write.
+    let mut b = b;
+    let standby = c.replica("replica-c", "cloud-node-lifecycle");
+    tokio::time::sleep(RETRY).await; // c has started polling
+    b.signal("-STOP");
+    let frozen = Instant::now();
+    c.wait_holder(&standby).await;
+    let takeover_frozen = frozen.elapsed();
+    let n3 = unique_name("le-n3");
+    c.tainted_node(&n3).await;
+    b.signal("-CONT");
+    let code = b.exit_code().await;
+    assert_eq!(code, Some(1), "the old leader exits; log:\n{}", b.log());
+    assert!(b.log().contains("leadership lost"), "{}", b.log());
+    assert!(c.tainted(&n3).await, "the resumed old leader wrote nothing");
+    assert!(c.holder().await.starts_with("replica-c_"));
+
+    // SIGTERM: the Lease is released and the standby takes over at once.
+    let d = c.replica("replica-d", "cloud-node");
+    tokio::time::sleep(RETRY * 2).await; // d is polling
+    let mut standby = standby;
+    standby.signal("-TERM");
+    let terminated = Instant::now();
+    c.wait_holder(&d).await;
+    let takeover_term = terminated.elapsed();
+    assert_eq!(standby.exit_code().await, Some(0), "{}", standby.log());
+    assert!(
+        standby.log().contains("released the lease"),
+        "{}",
+        standby.log()
+    );
+    assert!(
+        takeover_term < Duration::from_secs(2),
+        "takeover after SIGTERM took {takeover_term:?}"
+    );
+    c.wait_initialised(&n3).await;
+    println!(
+        "takeover: kill -9 {takeover_kill:?}, SIGSTOP {takeover_frozen:?}, SIGTERM {takeover_term:?} (lease {LEASE_DURATION:?}, retry {RETRY:?})"
+    );
+    drop(d);
+    let _ = c.fake.dump();
+}
