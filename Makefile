@@ -15,6 +15,10 @@ help: ## List the targets.
 testenv-bin: ## Build (or reuse from cache) the test kube-apiserver and kubectl.
 	@hack/build-testenv.sh
 
+.PHONY: tools-bin
+tools-bin: ## Build (or reuse from cache) helm, for the chart test.
+	@hack/build-helm.sh
+
 .PHONY: demo
 demo: testenv-bin ## The main job: control plane + fake provider + controller; nodes get initialised.
 	$(CARGO) build --locked -p cloud-controller-manager -p ccm-fake-provider
@@ -32,7 +36,7 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 	hack/buf.sh
 
 .PHONY: test
-test: lint ## Lint, then run every test against a real kube-apiserver, then the demo.
+test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, then the demo.
 	$(CARGO) test --workspace --locked --no-fail-fast
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory demo

@@ -1,0 +1,226 @@
+//! deploy/: the kustomize overlay and the Helm chart render, pass the real
+//! apiserver's server-side dry-run, carry the security settings the pod
+//! needs, and grant exactly the RBAC in deploy/base (the e2e tests run the
+//! controller with those files).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use ccm_testsupport::TestEnv;
+use serde_yaml::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tool(name: &str) -> PathBuf {
+    let p = repo().join("target/testenv/bin").join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run `make testenv-bin tools-bin` (make test does)",
+        p.display()
+    );
+    p
+}
+
+fn run(cmd: &mut Command, input: Option<&str>) -> String {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(i) = input {
+        child.stdin.take().unwrap().write_all(i.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Applies `manifests` with `--server-side --dry-run=server`: the
+/// apiserver validates, defaults and admits everything, persisting nothing.
+fn server_dry_run(manifests: &str) -> String {
+    let env = TestEnv::get();
+    run(
+        Command::new(tool("kubectl"))
+            .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
+            .args([
+                "apply",
+                "--server-side",
+                "--dry-run=server",
+                "--field-manager=deploy-test",
+                "-f",
+                "-",
+            ]),
+        Some(manifests),
+    )
+}
+
+fn docs(manifests: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(manifests)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn file(path: &str) -> Value {
+    serde_yaml::from_str(&std::fs::read_to_string(repo().join(path)).unwrap()).unwrap()
+}
+
+/// The pod settings production needs, on the rendered Deployment.
+fn check_deployment(d: &Value) {
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 2);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let tolerated: Vec<&str> = pod["tolerations"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    for key in [
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "node-role.kubernetes.io/control-plane",
+        "node.kubernetes.io/not-ready",
+    ] {
+        assert!(tolerated.contains(&key), "toleration {key}");
+    }
+    assert!(pod["affinity"]["podAntiAffinity"].is_mapping());
+    let containers = pod["containers"].as_sequence().unwrap();
+    assert_eq!(containers.len(), 2, "controller + provider sidecar");
+    for c in containers {
+        let sc = &c["securityContext"];
+        assert_eq!(
+            sc["readOnlyRootFilesystem"],
+            true,
+            "{}",
+            c["name"].as_str().unwrap()
+        );
+        assert_eq!(sc["allowPrivilegeEscalation"], false);
+        assert_eq!(sc["capabilities"]["drop"][0], "ALL");
+        let mounts = c["volumeMounts"].as_sequence().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["mountPath"] == "/var/run/cloud-provider"),
+            "both share the socket directory"
+        );
+    }
+    let controller = &containers[0];
+    assert_eq!(controller["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(controller["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let volume = &pod["volumes"][0];
+    assert!(
+        volume["emptyDir"].is_mapping(),
+        "the socket lives in an emptyDir"
+    );
+}
+
+/// RBAC without wildcards, equal to the files the e2e tests run with.
+fn check_rbac(docs: &[Value]) {
+    for d in docs {
+        for rule in d["rules"].as_sequence().into_iter().flatten() {
+            for field in ["apiGroups", "resources", "verbs"] {
+                for v in rule[field].as_sequence().into_iter().flatten() {
+                    assert_ne!(v.as_str(), Some("*"), "wildcard in {rule:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(
+        find(docs, "ClusterRole")["rules"],
+        file("deploy/base/clusterrole.yaml")["rules"],
+        "the ClusterRole differs from deploy/base/clusterrole.yaml"
+    );
+    assert_eq!(
+        find(docs, "Role")["rules"],
+        file("deploy/base/role-leader-election.yaml")["rules"],
+        "the leader-election Role differs from deploy/base"
+    );
+}
+
+#[test]
+fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
+    let rendered = run(
+        Command::new(tool("kubectl"))
+            .args(["kustomize", "deploy/overlays/fake"])
+            .current_dir(repo()),
+        None,
+    );
+    let docs = docs(&rendered);
+    check_deployment(find(&docs, "Deployment"));
+    check_rbac(&docs);
+    let provider = &find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][1];
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+    let applied = server_dry_run(&rendered);
+    for what in [
+        "deployment.apps/cloud-controller-manager",
+        "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager",
+        "serviceaccount/cloud-controller-manager",
+    ] {
+        assert!(
+            applied.contains(&format!("{what} serverside-applied (server dry run)")),
+            "{applied}"
+        );
+    }
+}
+
+#[test]
+fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
+    let rendered = run(
+        Command::new(tool("helm"))
+            .args([
+                "template",
+                "ccm",
+                "deploy/helm/ccm-rs",
+                "--namespace=kube-system",
+                "--set=provider.credentialsSecret=cloud-credentials",
+                "--set=controller.clusterCIDR=10.244.0.0/16",
+            ])
+            .current_dir(repo()),
+        None,
+    );
+    let docs = docs(&rendered);
+    let deployment = find(&docs, "Deployment");
+    check_deployment(deployment);
+    check_rbac(&docs);
+    let containers = &deployment["spec"]["template"]["spec"]["containers"];
+    assert_eq!(
+        containers[1]["envFrom"][0]["secretRef"]["name"],
+        "cloud-credentials"
+    );
+    let args: Vec<&str> = containers[0]["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--cluster-cidr=10.244.0.0/16"), "{args:?}");
+    let applied = server_dry_run(&rendered);
+    assert!(
+        applied.contains(
+            "deployment.apps/cloud-controller-manager serverside-applied (server dry run)"
+        ),
+        "{applied}"
+    );
+}
