@@ -47,8 +47,9 @@ conformance: ## The provider-conformance CLI against the fake-provider binary.
 	hack/conformance.sh
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
 	$(CARGO) bench --locked -p ccm-e2e --bench lb_services
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
+	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss

@@ -175,6 +175,7 @@ pub struct Context {
     /// Nodes this process initialised whose untainted state the cache has
     /// not shown yet.
     pub initialised: Mutex<std::collections::HashSet<String>>,
+    pub metrics: crate::metrics::ControllerMetrics,
 }
 
 impl Context {
@@ -184,6 +185,7 @@ impl Context {
         nodes: Store<Node>,
         cluster_name: String,
         manager: &'static str,
+        metrics: crate::metrics::ControllerMetrics,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -201,6 +203,7 @@ impl Context {
             backoff: Backoff::default(),
             manager,
             initialised: Mutex::default(),
+            metrics,
         })
     }
 

@@ -132,6 +132,7 @@ pub async fn run(
         fence.clone(),
     )?;
     let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
+    let controller_metrics = metrics::ControllerMetrics::register(&mut registry);
     let cache = NodeCache::new();
     let health = Arc::new(Health {
         controllers: Mutex::default(),
@@ -228,6 +229,7 @@ pub async fn run(
                 store.clone(),
                 opts.cluster_name.clone(),
                 c.canonical(),
+                controller_metrics.clone(),
             )
         };
         let mut tasks = tokio::task::JoinSet::new();

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ccm_provider_sdk::client::CallObserver;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -12,14 +13,47 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcLabels {
+    pub service: &'static str,
     pub method: &'static str,
     pub code: String,
 }
 
-/// `ccm_provider_request_duration_seconds{method,code}`: every provider call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub service: &'static str,
+    pub method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub service: &'static str,
+    pub method: &'static str,
+    pub reason: &'static str,
+}
+
+/// The contract service an RPC belongs to, for the `service` label.
+pub fn service_of(method: &str) -> &'static str {
+    match method {
+        "GetProviderInfo" | "GetProviderCapabilities" | "Probe" => "Identity",
+        m if m.starts_with("Instance") => "Instances",
+        m if m.contains("LoadBalancer") => "LoadBalancer",
+        m if m.contains("Route") => "Routes",
+        m if m.starts_with("GetZone") => "Zones",
+        "ListClusters" | "Master" => "Clusters",
+        "GetVolumeLabels" => "Volumes",
+        _ => "Unknown",
+    }
+}
+
+/// Every provider call: `ccm_provider_request_duration_seconds{service,
+/// method,code}`, `ccm_provider_requests_in_flight{service,method}` and
+/// `ccm_provider_request_errors_total{service,method,reason}` (the
+/// contract's reason, `NONE` without one).
 #[derive(Clone)]
 pub struct ProviderMetrics {
     pub requests: Family<RpcLabels, Histogram>,
+    pub in_flight: Family<MethodLabels, Gauge>,
+    pub errors: Family<ReasonLabels, Counter>,
 }
 
 impl ProviderMetrics {
@@ -30,21 +64,108 @@ impl ProviderMetrics {
         });
         registry.register(
             "ccm_provider_request_duration_seconds",
-            "Duration of calls to the provider by RPC method and gRPC code",
+            "Duration of calls to the provider by contract service, RPC method and gRPC code",
             requests.clone(),
         );
-        ProviderMetrics { requests }
+        let in_flight = Family::<MethodLabels, Gauge>::default();
+        registry.register(
+            "ccm_provider_requests_in_flight",
+            "Calls to the provider sent and not yet answered",
+            in_flight.clone(),
+        );
+        let errors = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "ccm_provider_request_errors",
+            "Failed calls to the provider by the contract's error reason",
+            errors.clone(),
+        );
+        ProviderMetrics {
+            requests,
+            in_flight,
+            errors,
+        }
     }
 }
 
 impl CallObserver for ProviderMetrics {
+    fn started(&self, method: &'static str) {
+        self.in_flight
+            .get_or_create(&MethodLabels {
+                service: service_of(method),
+                method,
+            })
+            .inc();
+    }
+
     fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration) {
+        let service = service_of(method);
+        self.in_flight
+            .get_or_create(&MethodLabels { service, method })
+            .dec();
         self.requests
             .get_or_create(&RpcLabels {
+                service,
                 method,
                 code: format!("{code:?}"),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+        self.errors
+            .get_or_create(&ReasonLabels {
+                service: service_of(method),
+                method,
+                reason: reason.unwrap_or("NONE"),
+            })
+            .inc();
+    }
+}
+
+/// Upstream's controller metrics, where they apply.
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    /// `service_controller_loadbalancer_sync_total`: UpdateLoadBalancer
+    /// calls made for node changes.
+    pub lb_syncs: Counter,
+    /// `service_controller_nodesync_error_total`.
+    pub nodesync_errors: Counter,
+    /// `service_controller_nodesync_latency_seconds`: one backend pass.
+    pub nodesync_latency: Histogram,
+    /// `route_controller_route_sync_total`: route reconciles.
+    pub route_syncs: Counter,
+}
+
+impl ControllerMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ControllerMetrics {
+            lb_syncs: Counter::default(),
+            nodesync_errors: Counter::default(),
+            nodesync_latency: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+            route_syncs: Counter::default(),
+        };
+        // prometheus-client appends `_total` to counters.
+        registry.register(
+            "service_controller_loadbalancer_sync",
+            "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+            m.lb_syncs.clone(),
+        );
+        registry.register(
+            "service_controller_nodesync_error",
+            "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+            m.nodesync_errors.clone(),
+        );
+        registry.register(
+            "service_controller_nodesync_latency_seconds",
+            "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
+            m.nodesync_latency.clone(),
+        );
+        registry.register(
+            "route_controller_route_sync",
+            "A metric counting the amount of times routes have been synced with the cloud provider",
+            m.route_syncs.clone(),
+        );
+        m
     }
 }
 
@@ -111,15 +232,27 @@ mod tests {
     fn provider_calls_are_recorded_by_method_and_code() {
         let mut registry = Registry::default();
         let m = ProviderMetrics::register(&mut registry);
+        m.started("InstanceExists");
         m.observe("InstanceExists", tonic::Code::Ok, Duration::from_millis(1));
+        m.started("InstanceExists");
+        m.started("EnsureLoadBalancer");
         m.observe(
             "InstanceExists",
             tonic::Code::Unavailable,
             Duration::from_millis(2),
         );
+        m.failed("InstanceExists", Some("CLOUD_UNAVAILABLE"));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(text.contains(r#"ccm_provider_request_duration_seconds_count{method="InstanceExists",code="Ok"} 1"#), "{text}");
+        assert!(text.contains(r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceExists",code="Ok"} 1"#), "{text}");
         assert!(text.contains(r#"code="Unavailable""#), "{text}");
+        assert!(text.contains(r#"ccm_provider_requests_in_flight{service="LoadBalancer",method="EnsureLoadBalancer"} 1"#), "{text}");
+        assert!(
+            text.contains(
+                r#"ccm_provider_requests_in_flight{service="Instances",method="InstanceExists"} 0"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"ccm_provider_request_errors_total{service="Instances",method="InstanceExists",reason="CLOUD_UNAVAILABLE"} 1"#), "{text}");
     }
 }

@@ -51,6 +51,7 @@ impl Routes {
     /// One reconcile. `list`: ask the provider for its routes first (a
     /// full reconcile); otherwise use the last listing.
     async fn reconcile(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
+        self.ctx.metrics.route_syncs.inc();
         let mut known = self.known.lock().await;
         if list || known.is_none() {
             *known = Some(

@@ -619,7 +619,9 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                     backends.get_or_init(|| service::backends(nodes.iter().map(|n| n.as_ref())));
                 record.backends = Some(current.clone());
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                lb.ctx.metrics.lb_syncs.inc();
                 if !update_one(lb, &svc, nodes.clone()).await {
+                    lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
                     let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
                 }
@@ -705,7 +707,12 @@ async fn backend_loop(
     while node_changes.changed().await.is_ok() {
         tokio::time::sleep(BACKEND_COALESCE).await;
         node_changes.mark_unchanged();
+        let pass = std::time::Instant::now();
         let updated = sync_backends(&lb, &services, workers).await;
+        lb.ctx
+            .metrics
+            .nodesync_latency
+            .observe(pass.elapsed().as_secs_f64());
         if updated > 0 {
             tracing::info!(services = updated, "updated load balancer backends");
         }

@@ -108,6 +108,17 @@ pub trait CallObserver: Send + Sync {
     /// `method` is the RPC name (`"InstanceExists"`), `code` the gRPC code
     /// of the answer (`Ok` on success).
     fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration);
+
+    /// A call is about to be sent (for in-flight gauges).
+    fn started(&self, method: &'static str) {
+        let _ = method;
+    }
+
+    /// A failed call carried the contract's error `reason`
+    /// (`"CLOUD_UNAVAILABLE"`), or `None` when it had none.
+    fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+        let _ = (method, reason);
+    }
 }
 
 /// Decides whether mutations may be sent (see `ClientOptions::mutation_gate`).
@@ -245,6 +256,9 @@ impl ProviderClient {
         method: &'static str,
         call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     ) -> Result<T, ClientError> {
+        if let Some(o) = &self.opts.observer {
+            o.started(method);
+        }
         let started = std::time::Instant::now();
         let result = call.await;
         if let Some(o) = &self.opts.observer {
@@ -252,6 +266,12 @@ impl ProviderClient {
                 .as_ref()
                 .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
             o.observe(method, code, started.elapsed());
+            if let Err(status) = &result {
+                let reason = ProviderError::from_status(status)
+                    .reason()
+                    .map(crate::error::reason_str);
+                o.failed(method, reason);
+            }
         }
         Ok(result?.into_inner())
     }
