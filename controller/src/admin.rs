@@ -169,6 +169,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_port_in_use_is_a_clear_error() {
+        let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let err = bind("127.0.0.1", port).await.unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "failed to listen on 127.0.0.1:{port} (--bind-address/--admin-port)"
+            )),
+            "{err}"
+        );
+        assert!(
+            bind("not an address", 1)
+                .await
+                .unwrap_err()
+                .contains("invalid --bind-address")
+        );
+    }
+
+    #[tokio::test]
     async fn healthz_has_upstream_checks_and_fails_a_fenced_leader() {
         let h = health(None);
         assert_eq!(h.checks(), vec![("cloud-node-controller".to_owned(), true)]);

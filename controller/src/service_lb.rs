@@ -129,7 +129,7 @@ struct Record {
     /// `None` forces the next sync to Ensure.
     ensured: Option<u64>,
     /// The backends the load balancer was last given.
-    backends: Option<service::BackendSet>,
+    backends: Option<service::BackendDigest>,
     /// The provider said another controller handles it.
     elsewhere: bool,
     /// After a failure: no new attempt before the instant while the
@@ -147,6 +147,10 @@ pub struct Lb {
     backoff: Backoff,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
+    /// The backends as sent to the provider, keyed by the node cache's
+    /// (name, resourceVersion) set: a burst of Ensures shares one
+    /// conversion instead of converting every Node once per Service.
+    backend_cache: Mutex<Option<(u64, Arc<Vec<proto::NodeRef>>)>>,
     /// Asks the reconciler for a full sync of a Service.
     resync: mpsc::UnboundedSender<ObjectRef<Service>>,
 }
@@ -159,6 +163,27 @@ impl Lb {
             .entry(key.to_owned())
             .or_default()
             .clone()
+    }
+
+    /// The backend nodes now (see `backend_cache`).
+    fn current_backends(&self) -> Arc<Vec<proto::NodeRef>> {
+        let nodes = self.ctx.nodes.state();
+        // Order-independent: the store's order is arbitrary.
+        let key = nodes.iter().fold(nodes.len() as u64, |acc, n| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (crate::node::name(n), n.metadata.resource_version.as_deref()).hash(&mut h);
+            acc ^ h.finish()
+        });
+        let mut cache = self.backend_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, backends)) = cache.as_ref()
+            && *k == key
+        {
+            return backends.clone();
+        }
+        let backends = Arc::new(service::backends(nodes.iter().map(|n| n.as_ref())));
+        *cache = Some((key, backends.clone()));
+        backends
     }
 
     fn forget(&self, key: &str) {
@@ -319,7 +344,7 @@ impl Lb {
             .await?;
         }
 
-        let nodes = service::backends(self.ctx.nodes.state().iter().map(|n| n.as_ref()));
+        let nodes: Vec<proto::NodeRef> = self.current_backends().as_ref().clone();
         if nodes.is_empty() {
             self.event(
                 svc,
@@ -576,16 +601,12 @@ fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Ac
 /// backends differ from the current node set. Returns how many it updated.
 async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
     let nodes: Vec<Arc<Node>> = lb.ctx.nodes.state();
-    let current: service::BackendSet = nodes
-        .iter()
-        .filter(|n| service::is_backend(n))
-        .map(|n| {
-            (
-                crate::node::name(n).to_owned(),
-                crate::node::provider_id(n).to_owned(),
-            )
-        })
-        .collect();
+    let current = service::backend_digest(
+        nodes
+            .iter()
+            .filter(|n| service::is_backend(n))
+            .map(|n| (crate::node::name(n), crate::node::provider_id(n))),
+    );
     let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
         .records
         .lock()
@@ -594,16 +615,13 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
         .map(|(k, r)| (k.clone(), r.clone()))
         .collect();
     let updated = std::sync::atomic::AtomicUsize::new(0);
-    let backends = std::sync::OnceLock::new();
     futures::stream::iter(records)
         .for_each_concurrent(workers.max(1), |(key, record)| {
             let current = &current;
-            let nodes = &nodes;
-            let backends = &backends;
             let updated = &updated;
             async move {
                 let mut record = record.lock().await;
-                if record.ensured.is_none() || record.backends.as_ref() == Some(current) {
+                if record.ensured.is_none() || record.backends == Some(*current) {
                     return;
                 }
                 let Some((ns, name)) = key.split_once('/') else {
@@ -615,12 +633,11 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 if !service::wants_load_balancer(&svc) || service::needs_cleanup(&svc) {
                     return;
                 }
-                let nodes: &Vec<proto::NodeRef> =
-                    backends.get_or_init(|| service::backends(nodes.iter().map(|n| n.as_ref())));
-                record.backends = Some(current.clone());
+                let nodes = lb.current_backends();
+                record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                if !update_one(lb, &svc, nodes.clone()).await {
+                if !update_one(lb, &svc, nodes.as_ref().clone()).await {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
                     let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
@@ -733,6 +750,7 @@ pub async fn run(
         records: Mutex::default(),
         backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
         reported_annotations: Mutex::default(),
+        backend_cache: Mutex::default(),
         resync,
     });
     let (store, writer) = reflector::store();

@@ -12,7 +12,8 @@ use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeAddress, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
+    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
+    ServiceSpec,
 };
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -79,7 +80,15 @@ async fn main() {
     .unwrap();
     tokio::spawn(fake.clone().serve(endpoint.clone(), std::future::pending()));
 
-    let mut child = Command::new(repo().join("target/release/cloud-controller-manager"))
+    /// Kills the controller however the benchmark ends.
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Command::new(repo().join("target/release/cloud-controller-manager"))
         .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
         .arg(format!("--provider-endpoint={endpoint}"))
         .args([
@@ -94,6 +103,7 @@ async fn main() {
         .spawn()
         .unwrap();
     let pid = child.id();
+    let _guard = Guard(child);
     let idle = settled_rss(pid).await;
 
     let run = unique_name("rss");
@@ -136,6 +146,11 @@ async fn main() {
                             type_: "InternalIP".into(),
                             address: format!("172.16.{}.{}", i / 250, i % 250 + 1),
                         }]),
+                        conditions: Some(vec![NodeCondition {
+                            type_: "Ready".into(),
+                            status: "True".into(),
+                            ..Default::default()
+                        }]),
                         ..Default::default()
                     }),
                 };
@@ -172,6 +187,8 @@ async fn main() {
                             port: 80,
                             ..Default::default()
                         }]),
+                        // 5,000 would not fit the 2,768 node ports.
+                        allocate_load_balancer_node_ports: Some(false),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -198,6 +215,4 @@ async fn main() {
         loaded as f64 / 1024.0,
         fake.calls_of(Method::EnsureLoadBalancer).len(),
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }

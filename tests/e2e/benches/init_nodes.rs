@@ -4,13 +4,13 @@
 //! `cargo bench -p ccm-e2e --bench init_nodes` (BENCH_NODES=N to change N).
 //! It reports; it asserts nothing about speed.
 
+mod support;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_fake_provider::{FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
-use clap::Parser;
-use cloud_controller_manager::options::Options;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::Api;
@@ -22,33 +22,11 @@ const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 async fn run(n: usize, flags: &[&str]) {
     let env = TestEnv::get();
     let admin = env.admin_client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("unix://{}/p.sock", dir.path().display());
-    let fake = FakeCloud::new(FakeConfig::default()).unwrap();
-    let (stop_fake, fake_stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
-        let _ = fake_stopped.await;
-    }));
-    let mut args = vec![
-        "ccm".to_string(),
-        format!("--provider-endpoint={endpoint}"),
-        "--leader-elect=false".into(),
-        "--admin-port=0".into(),
-        "--controllers=cloud-node".into(),
-    ];
-    args.extend(flags.iter().map(|s| s.to_string()));
-    let opts = Options::try_parse_from(args).unwrap();
-    let enabled = opts.validate().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = env.admin_config().await.unwrap();
-    let controller = tokio::spawn(cloud_controller_manager::run(
-        opts,
-        enabled,
-        config,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let provider = support::provider(FakeConfig::default());
+    let fake = &provider.fake;
+    let mut all_flags = vec!["--controllers=cloud-node"];
+    all_flags.extend_from_slice(flags);
+    let controller = support::controller(&provider, &all_flags).await;
 
     let run_label = unique_name("bench");
     let nodes: Api<Node> = Api::all(admin.clone());
@@ -119,9 +97,8 @@ async fn run(n: usize, flags: &[&str]) {
         writes as f64 / n as f64,
         fake.calls_of(Method::InstanceMetadata).len(),
     );
-    let _ = stop.send(());
-    controller.await.unwrap().unwrap();
-    let _ = stop_fake.send(());
+    controller.stop().await;
+    drop(provider);
     // The next run starts from an empty cluster.
     futures::stream::iter(0..n)
         .for_each_concurrent(32, |i| {

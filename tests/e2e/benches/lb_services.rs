@@ -7,13 +7,13 @@
 //! `cargo bench -p ccm-e2e --bench lb_services` (BENCH_SERVICES=N,
 //! BENCH_ENSURE_MS=M to change). It reports; it asserts nothing about speed.
 
+mod support;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_fake_provider::{FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
-use clap::Parser;
-use cloud_controller_manager::options::Options;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -31,39 +31,16 @@ fn has_ingress(s: &Service) -> bool {
 async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
     let env = TestEnv::get();
     let admin = env.admin_client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("unix://{}/p.sock", dir.path().display());
     // A /20 pool: 4,094 addresses.
-    let fake = FakeCloud::new(FakeConfig {
+    let provider = support::provider(FakeConfig {
         lb_ip_pool: "10.200.0.0/20".into(),
         ..FakeConfig::default()
-    })
-    .unwrap();
+    });
+    let fake = &provider.fake;
     fake.set_latency(Method::EnsureLoadBalancer, ensure_latency);
-    let (stop_fake, fake_stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
-        let _ = fake_stopped.await;
-    }));
-    let mut args = vec![
-        "ccm".to_string(),
-        format!("--provider-endpoint={endpoint}"),
-        "--leader-elect=false".into(),
-        "--admin-port=0".into(),
-        "--controllers=service".into(),
-    ];
-    args.extend(flags.iter().map(|s| s.to_string()));
-    let opts = Options::try_parse_from(args).unwrap();
-    let enabled = opts.validate().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = env.admin_config().await.unwrap();
-    let controller = tokio::spawn(cloud_controller_manager::run(
-        opts,
-        enabled,
-        config,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let mut all_flags = vec!["--controllers=service"];
+    all_flags.extend_from_slice(flags);
+    let controller = support::controller(&provider, &all_flags).await;
 
     let ns = unique_name("bench");
     Api::<Namespace>::all(admin.clone())
@@ -164,9 +141,8 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
         fake.dump().load_balancers.len(),
         per(Method::EnsureLoadBalancerDeleted),
     );
-    let _ = stop.send(());
-    controller.await.unwrap().unwrap();
-    let _ = stop_fake.send(());
+    controller.stop().await;
+    drop(provider);
 }
 
 #[tokio::main]

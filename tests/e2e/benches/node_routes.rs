@@ -6,12 +6,12 @@
 //! node-change path). `cargo bench -p ccm-e2e --bench node_routes`
 //! (BENCH_NODES=N). It reports; it asserts nothing about speed.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
-use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_fake_provider::{FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
-use clap::Parser;
-use cloud_controller_manager::options::Options;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use kube::Api;
@@ -72,39 +72,22 @@ async fn run(n: usize, nodes_first: bool) {
     let env = TestEnv::get();
     let admin = env.admin_client().await.unwrap();
     let nodes: Api<Node> = Api::all(admin.clone());
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("unix://{}/p.sock", dir.path().display());
-    let fake = FakeCloud::new(FakeConfig::default()).unwrap();
-    let (stop_fake, fake_stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
-        let _ = fake_stopped.await;
-    }));
+    let provider = support::provider(FakeConfig::default());
+    let fake = &provider.fake;
     let run_label = unique_name("routes");
     if nodes_first {
         create_nodes(&nodes, &run_label, n).await;
     }
-    let opts = Options::try_parse_from([
-        "ccm".to_string(),
-        format!("--provider-endpoint={endpoint}"),
-        "--controllers=route".into(),
-        "--cluster-cidr=10.0.0.0/8".into(),
-        "--kube-api-qps=0".into(),
-        "--leader-elect=false".into(),
-        "--admin-port=0".into(),
-    ])
-    .unwrap();
-    let enabled = opts.validate().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = env.admin_config().await.unwrap();
     let start = Instant::now();
-    let controller = tokio::spawn(cloud_controller_manager::run(
-        opts,
-        enabled,
-        config,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let controller = support::controller(
+        &provider,
+        &[
+            "--controllers=route",
+            "--cluster-cidr=10.0.0.0/8",
+            "--kube-api-qps=0",
+        ],
+    )
+    .await;
     if !nodes_first {
         create_nodes(&nodes, &run_label, n).await;
     }
@@ -131,9 +114,8 @@ async fn run(n: usize, nodes_first: bool) {
         fake.calls_of(Method::CreateRoute).len() as f64 / n as f64,
         fake.calls_of(Method::DeleteRoute).len(),
     );
-    let _ = stop.send(());
-    controller.await.unwrap().unwrap();
-    let _ = stop_fake.send(());
+    controller.stop().await;
+    drop(provider);
     nodes
         .delete_collection(
             &DeleteParams::default(),

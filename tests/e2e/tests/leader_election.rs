@@ -5,6 +5,8 @@
 //! leader (SIGSTOP) is replaced and, when resumed, writes nothing; SIGTERM
 //! releases the Lease for an immediate takeover.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,17 +15,16 @@ use std::time::{Duration, Instant};
 use ccm_fake_provider::{FakeCloud, FakeConfig};
 use ccm_testsupport::{TestEnv, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client};
 
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+use common::{DEADLINE, UNINITIALIZED};
 const LEASE: &str = "cloud-controller-manager";
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
-const DEADLINE: Duration = Duration::from_secs(60);
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -248,36 +249,18 @@ impl Cluster {
     }
 
     async fn tainted_node(&self, name: &str) {
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![Taint {
-                    key: UNINITIALIZED.into(),
-                    value: Some("true".into()),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
         Api::<Node>::all(self.admin.clone())
-            .create(&PostParams::default(), &node)
+            .create(&PostParams::default(), &common::kubelet_node(name))
             .await
             .unwrap();
     }
 
     async fn tainted(&self, name: &str) -> bool {
-        Api::<Node>::all(self.admin.clone())
+        let node = Api::<Node>::all(self.admin.clone())
             .get(name)
             .await
-            .unwrap()
-            .spec
-            .and_then(|s| s.taints)
-            .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED))
+            .unwrap();
+        common::has_taint(&node, UNINITIALIZED)
     }
 
     async fn wait_initialised(&self, name: &str) {
@@ -292,8 +275,32 @@ impl Cluster {
 #[tokio::test]
 async fn one_leader_acts_takeovers_are_bounded_and_a_frozen_leader_writes_nothing() {
     let c = Cluster::new().await;
+    // A stranger's Lease, malformed (no duration) and with a renewTime far
+    // in the future (clock skew): still taken over, but only after we saw
+    // it unchanged for our lease duration.
+    let stranger = Lease {
+        metadata: ObjectMeta {
+            name: Some(LEASE.into()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("stranger".into()),
+            renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                "2099-01-01T00:00:00Z".parse().unwrap(),
+            )),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(c.admin.clone(), "kube-system")
+        .create(&PostParams::default(), &stranger)
+        .await
+        .unwrap();
     let mut a = c.replica("replica-a", "cloud-node");
-    c.wait_holder(&a).await;
+    let waited = c.wait_holder(&a).await;
+    assert!(
+        waited >= LEASE_DURATION,
+        "took the stranger's Lease after {waited:?}, before it could expire"
+    );
     let b = c.replica("replica-b", "cloud-node");
     let n1 = unique_name("le-n1");
     c.tainted_node(&n1).await;

@@ -1,0 +1,71 @@
+//! What the in-process benchmarks share: the fake provider on a fresh
+//! socket, and the controller run in-process against the test control
+//! plane as the cluster admin (no Lease, no admin port).
+#![allow(dead_code)] // each benchmark uses a different part
+
+use ccm_fake_provider::{FakeCloud, FakeConfig};
+use ccm_testsupport::TestEnv;
+use clap::Parser;
+use cloud_controller_manager::options::Options;
+use tokio::sync::oneshot;
+
+/// The fake provider serving on a temporary socket until dropped.
+pub struct Provider {
+    pub fake: FakeCloud,
+    pub endpoint: String,
+    _stop: oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn provider(config: FakeConfig) -> Provider {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}/p.sock", dir.path().display());
+    let fake = FakeCloud::new(config).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(fake.clone().serve(endpoint.clone(), async {
+        let _ = stopped.await;
+    }));
+    Provider {
+        fake,
+        endpoint,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+/// The controller running in-process; [`Controller::stop`] ends it.
+pub struct Controller {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), cloud_controller_manager::StartError>>,
+}
+
+/// Starts the controller against `provider` with `flags` added.
+pub async fn controller(provider: &Provider, flags: &[&str]) -> Controller {
+    let mut args = vec![
+        "ccm".to_string(),
+        format!("--provider-endpoint={}", provider.endpoint),
+        "--leader-elect=false".into(),
+        "--admin-port=0".into(),
+    ];
+    args.extend(flags.iter().map(|s| s.to_string()));
+    let opts = Options::try_parse_from(args).unwrap();
+    let enabled = opts.validate().unwrap();
+    let config = TestEnv::get().admin_config().await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(cloud_controller_manager::run(
+        opts,
+        enabled,
+        config,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Controller { stop, task }
+}
+
+impl Controller {
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
