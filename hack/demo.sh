@@ -200,7 +200,7 @@ for path in healthz readyz; do
 done
 echo "GET /metrics (excerpt)"
 curl -sf "http://127.0.0.1:$admin_port/metrics" >"$work/metrics.txt"
-grep -E '^(running_managed_controllers|leader_election_master_status|service_controller_[a-z_]*(total|count)|route_controller_route_sync_total)' "$work/metrics.txt" | sed 's/^/  /'
+grep -E '^(running_managed_controllers|leader_election_master_status|service_controller_[a-z_]*(total|count)|route_controller_route_sync_total|workqueue_adds_total)' "$work/metrics.txt" | sed 's/^/  /'
 grep -E '^ccm_provider_request_duration_seconds_count' "$work/metrics.txt" | head -6 | sed 's/^/  /'
 grep -q '^running_managed_controllers{name="service",manager="cloud-controller-manager"} 1' "$work/metrics.txt"
 

@@ -166,6 +166,17 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
 }
 
 async fn reconcile(n: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = sync(&n, &ctx).await;
+    ctx.metrics
+        .queues
+        .processed("Nodes", started.elapsed(), result.is_err());
+    result
+}
+
+async fn sync(n: &Arc<Node>, ctx: &Arc<Context>) -> Result<Action, Error> {
+    let n = n.clone();
+    let ctx = ctx.clone();
     let tainted = node::has_taint(&n, node::UNINITIALIZED_TAINT);
     {
         // Our own writes come back through the watch after the triggers

@@ -122,9 +122,65 @@ impl CallObserver for ProviderMetrics {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub name: &'static str,
+}
+
+/// Workqueue-style metrics under upstream's queue names (`Nodes`,
+/// `service`, `node`, `Routes`): work items started, their duration, and
+/// retries after errors. (kube-runtime's controller has no inspectable
+/// queue, so there is no depth gauge.)
+#[derive(Clone)]
+pub struct QueueMetrics {
+    adds: Family<QueueLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
+    work: Family<QueueLabels, Histogram>,
+}
+
+impl QueueMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = QueueMetrics {
+            adds: Family::default(),
+            retries: Family::default(),
+            work: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_001, 10.0, 10))
+            }),
+        };
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            m.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            m.retries.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            m.work.clone(),
+        );
+        m
+    }
+
+    /// One item of `queue` processed in `took`; `retry` if it failed and
+    /// was put back.
+    pub fn processed(&self, queue: &'static str, took: Duration, retry: bool) {
+        let l = QueueLabels { name: queue };
+        self.adds.get_or_create(&l).inc();
+        self.work.get_or_create(&l).observe(took.as_secs_f64());
+        if retry {
+            self.retries.get_or_create(&l).inc();
+        }
+    }
+}
+
 /// Upstream's controller metrics, where they apply.
 #[derive(Clone)]
 pub struct ControllerMetrics {
+    pub queues: QueueMetrics,
     /// `service_controller_loadbalancer_sync_total`: UpdateLoadBalancer
     /// calls made for node changes.
     pub lb_syncs: Counter,
@@ -139,6 +195,7 @@ pub struct ControllerMetrics {
 impl ControllerMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = ControllerMetrics {
+            queues: QueueMetrics::register(registry),
             lb_syncs: Counter::default(),
             nodesync_errors: Counter::default(),
             nodesync_latency: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
@@ -246,6 +303,25 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains(r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceExists",code="Ok"} 1"#), "{text}");
         assert!(text.contains(r#"code="Unavailable""#), "{text}");
+        let c = ControllerMetrics::register(&mut registry);
+        c.queues
+            .processed("service", Duration::from_millis(3), true);
+        c.queues
+            .processed("service", Duration::from_millis(1), false);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(r#"workqueue_adds_total{name="service"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"workqueue_retries_total{name="service"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"workqueue_work_duration_seconds_count{name="service"} 2"#),
+            "{text}"
+        );
         assert!(text.contains(r#"ccm_provider_requests_in_flight{service="LoadBalancer",method="EnsureLoadBalancer"} 1"#), "{text}");
         assert!(
             text.contains(

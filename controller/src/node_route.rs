@@ -52,6 +52,16 @@ impl Routes {
     /// full reconcile); otherwise use the last listing.
     async fn reconcile(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
         self.ctx.metrics.route_syncs.inc();
+        let started = Instant::now();
+        let result = self.reconcile_once(list).await;
+        self.ctx
+            .metrics
+            .queues
+            .processed("Routes", started.elapsed(), result.is_err());
+        result
+    }
+
+    async fn reconcile_once(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
         let mut known = self.known.lock().await;
         if list || known.is_none() {
             *known = Some(

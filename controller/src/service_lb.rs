@@ -518,11 +518,22 @@ impl Lb {
 }
 
 async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::convert::Infallible> {
+    let started = std::time::Instant::now();
+    let (action, failed) = sync(svc, lb.clone()).await;
+    lb.ctx
+        .metrics
+        .queues
+        .processed("service", started.elapsed(), failed);
+    Ok(action)
+}
+
+/// One sync of one Service: the action, and whether it failed.
+async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     let key = service::key(&svc);
     if !service::needs_cleanup(&svc) && !service::wants_load_balancer(&svc) && !lb.has_record(&key)
     {
         // Most Services: not ours, and never were.
-        return Ok(Action::await_change());
+        return (Action::await_change(), false);
     }
     let uid = svc.metadata.uid.clone().unwrap_or_default();
     let record = lb.record(&key);
@@ -542,7 +553,7 @@ async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::conver
     {
         let now = tokio::time::Instant::now();
         if now < at {
-            return Ok(Action::requeue(at - now));
+            return (Action::requeue(at - now), false);
         }
     }
     let outcome = if cleanup {
@@ -575,12 +586,12 @@ async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::conver
     } else {
         None
     };
-    Ok(match outcome {
-        None => Action::await_change(),
+    match outcome {
+        None => (Action::await_change(), false),
         Some((Ok(action), _)) => {
             lb.backoff.succeeded(&key);
             record.retry = None;
-            action
+            (action, false)
         }
         Some((Err(e), deleting)) => {
             if !deleting {
@@ -588,9 +599,9 @@ async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::conver
             }
             let delay = lb.failed(&svc, e, deleting).await;
             record.retry = Some((fingerprint, cleanup, tokio::time::Instant::now() + delay));
-            Action::requeue(delay)
+            (Action::requeue(delay), true)
         }
-    })
+    }
 }
 
 fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Action {
@@ -730,6 +741,10 @@ async fn backend_loop(
             .metrics
             .nodesync_latency
             .observe(pass.elapsed().as_secs_f64());
+        lb.ctx
+            .metrics
+            .queues
+            .processed("node", pass.elapsed(), false);
         if updated > 0 {
             tracing::info!(services = updated, "updated load balancer backends");
         }

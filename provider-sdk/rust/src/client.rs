@@ -21,6 +21,13 @@ use crate::provider::{
 use crate::server::socket_path;
 use crate::validate::{self, Checked, Violation};
 
+thread_local! {
+    /// The id `ProviderClient::request` last put on a request on this
+    /// thread, for the log line of that call (the same id the provider
+    /// logs, so both sides of a call can be matched).
+    static LAST_REQUEST_ID: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 /// Deadlines per RPC class.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -247,6 +254,7 @@ impl ProviderClient {
         if let Ok(v) = id.parse() {
             req.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
         }
+        LAST_REQUEST_ID.with(|last| *last.borrow_mut() = id);
         req
     }
 
@@ -256,11 +264,27 @@ impl ProviderClient {
         method: &'static str,
         call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     ) -> Result<T, ClientError> {
+        // `request()` ran on this thread while the call's future was built,
+        // just before this first poll: its id is the one to log.
+        let request_id = LAST_REQUEST_ID.with(|last| last.borrow().clone());
         if let Some(o) = &self.opts.observer {
             o.started(method);
         }
         let started = std::time::Instant::now();
         let result = call.await;
+        match &result {
+            Ok(_) => {
+                tracing::debug!(method, request_id, elapsed = ?started.elapsed(), "provider call")
+            }
+            Err(status) => tracing::info!(
+                method,
+                request_id,
+                code = ?status.code(),
+                message = status.message(),
+                elapsed = ?started.elapsed(),
+                "provider call failed"
+            ),
+        }
         if let Some(o) = &self.opts.observer {
             let code = result
                 .as_ref()
