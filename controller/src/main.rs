@@ -1,40 +1,38 @@
 use anyhow::Context as _;
 use clap::Parser;
-use cloud_controller_manager::options::{Command, Options, ProviderCommand};
+use cloud_controller_manager::config::{
+    Command, LogFormat, Options, OutputFormat, ProviderCommand,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-async fn kube_config(opts: &Options) -> anyhow::Result<kube::Config> {
-    let config = if opts.kubeconfig.is_empty() {
-        kube::Config::infer()
+async fn kube_config(path: &str) -> anyhow::Result<kube::Config> {
+    if path.is_empty() {
+        return kube::Config::infer()
             .await
-            .context("loading Kubernetes configuration")?
-    } else {
-        let kc = Kubeconfig::read_from(&opts.kubeconfig)
-            .with_context(|| format!("reading --kubeconfig {}", opts.kubeconfig))?;
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .with_context(|| format!("using --kubeconfig {}", opts.kubeconfig))?
-    };
-    Ok(config)
+            .context("loading Kubernetes configuration");
+    }
+    let kc = Kubeconfig::read_from(path).with_context(|| format!("reading --kubeconfig {path}"))?;
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("using --kubeconfig {path}"))
 }
 
-fn init_logging(format: &str) {
+fn init_logging(format: LogFormat) {
     use tracing_subscriber::{EnvFilter, fmt, prelude::*};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
-    if format == "json" {
-        registry
+    match format {
+        LogFormat::Json => registry
             .with(
                 fmt::layer()
                     .json()
                     .flatten_event(true)
                     .with_writer(std::io::stderr),
             )
-            .init();
-    } else {
-        registry
+            .init(),
+        LogFormat::Plain => registry
             .with(fmt::layer().with_writer(std::io::stderr))
-            .init();
+            .init(),
     }
 }
 
@@ -48,36 +46,34 @@ async fn shutdown_signal() {
     }
 }
 
+async fn provider_info(opts: &Options, output: OutputFormat) -> anyhow::Result<()> {
+    let endpoint = &opts.provider.provider_endpoint;
+    let report =
+        cloud_controller_manager::provider_info::report(endpoint, opts.provider.client_options())
+            .await
+            .with_context(|| format!("asking the provider at {endpoint}"))?;
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        OutputFormat::Text => print!("{}", cloud_controller_manager::provider_info::text(&report)),
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let opts = Options::parse();
-    if let Some(Command::Provider(ProviderCommand::Info { output })) = &opts.command {
-        let report = cloud_controller_manager::provider_info::report(
-            &opts.provider_endpoint,
-            ccm_provider_sdk::ClientOptions {
-                identity_timeout: opts.provider_identity_timeout,
-                read_timeout: opts.provider_read_timeout,
-                ..Default::default()
-            },
-        )
-        .await
-        .with_context(|| format!("asking the provider at {}", opts.provider_endpoint))?;
-        if output == "json" {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print!("{}", cloud_controller_manager::provider_info::text(&report));
-        }
-        return Ok(());
+    if let Some(Command::Provider(ProviderCommand::Info { output })) = opts.command {
+        return provider_info(&opts, output).await;
     }
-    let enabled = opts.validate().map_err(anyhow::Error::msg)?;
-    init_logging(&opts.log_format);
-    if !opts.cloud_provider.is_empty() {
+    let enabled = opts.validate()?;
+    init_logging(opts.logging.log_format);
+    if !opts.compat.cloud_provider.is_empty() {
         tracing::info!(
-            cloud_provider = %opts.cloud_provider,
+            cloud_provider = %opts.compat.cloud_provider,
             "--cloud-provider is accepted for compatibility; the provider is whatever serves --provider-endpoint"
         );
     }
-    let config = kube_config(&opts).await?;
+    let config = kube_config(&opts.kube.kubeconfig).await?;
     cloud_controller_manager::run(opts, enabled, config, shutdown_signal()).await?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ccm_testsupport::{TestEnv, unique_name};
+use ccm_testsupport::{TestEnv, eventually, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, Taint};
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -192,20 +192,18 @@ async fn service_account_without_rights_gets_403_on_node_delete() {
     .await
     .unwrap();
     let deleter = env.service_account_client(&ns, "deleter").await.unwrap();
-    // RBAC caches refresh asynchronously; poll with a deadline.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    // RBAC caches refresh asynchronously.
+    eventually("the granted delete to pass RBAC", || async {
         match Api::<Node>::all(deleter.clone())
             .delete(&name, &DeleteParams::default())
             .await
         {
-            Ok(_) => break,
-            Err(kube::Error::Api(s)) if s.code == 403 && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 403 => Err(s.message),
             Err(e) => panic!("delete as granted SA failed: {e:?}"),
         }
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

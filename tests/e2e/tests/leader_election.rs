@@ -21,10 +21,14 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client};
 
-use common::{DEADLINE, UNINITIALIZED};
+use common::{DEADLINE, UNINITIALIZED, eventually, eventually_within, wait_until};
 const LEASE: &str = "cloud-controller-manager";
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -72,24 +76,23 @@ impl Replica {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 
     /// Waits for the process to end; its exit code.
     async fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
+        let name = self.name;
+        let child = &mut self.child;
+        let log = &self.log;
+        eventually(&format!("{name} to exit"), || {
+            let exited = child.try_wait().unwrap();
+            async move {
+                exited
+                    .map(|s| s.code())
+                    .ok_or_else(|| format!("still running; log:\n{}", read_log(log)))
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not exit; log:\n{}",
-                self.name,
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -233,19 +236,20 @@ impl Cluster {
     /// Waits until `who` holds the Lease; how long that took.
     async fn wait_holder(&self, who: &Replica) -> Duration {
         let start = Instant::now();
-        loop {
-            let h = self.holder().await;
-            if h.starts_with(&format!("{}_", who.name)) {
-                return start.elapsed();
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{} never got the Lease (holder {h:?}); log:\n{}",
-                who.name,
-                who.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually_within(
+            DEADLINE,
+            Duration::from_millis(20),
+            &format!("{} to hold the Lease", who.name),
+            || async {
+                let h = self.holder().await;
+                if h.starts_with(&format!("{}_", who.name)) {
+                    Ok(start.elapsed())
+                } else {
+                    Err(format!("holder {h:?}; log:\n{}", who.log()))
+                }
+            },
+        )
+        .await
     }
 
     async fn tainted_node(&self, name: &str) {
@@ -264,11 +268,10 @@ impl Cluster {
     }
 
     async fn wait_initialised(&self, name: &str) {
-        let start = Instant::now();
-        while self.tainted(name).await {
-            assert!(start.elapsed() < DEADLINE, "{name} not initialised");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until(&format!("{name} initialised"), || async {
+            !self.tainted(name).await
+        })
+        .await
     }
 }
 

@@ -105,11 +105,10 @@ async fn tainted_node_is_initialised_in_two_writes() {
     // The not-ready taint the apiserver added is left alone.
     assert!(has_taint(&node, "node.kubernetes.io/not-ready"));
 
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while events_for(&h.admin, &name, "Synced").await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no Synced event");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("a Synced event", || async {
+        !events_for(&h.admin, &name, "Synced").await.is_empty()
+    })
+    .await;
     h.stop().await;
 }
 
@@ -130,14 +129,10 @@ async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
     h.register_node(&name).await;
 
     // The provider is asked and says NOT_FOUND: the node stays tainted.
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while h.fake.calls_of(Method::InstanceMetadata).is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "provider never asked"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the provider asked", || async {
+        !h.fake.calls_of(Method::InstanceMetadata).is_empty()
+    })
+    .await;
     let n = h.nodes().get(&name).await.unwrap();
     assert!(has_taint(&n, UNINITIALIZED));
     assert!(n.spec.unwrap().provider_id.is_none());
@@ -205,8 +200,7 @@ async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exist
         ErrorInjection::new(ErrorKind::CloudUnavailable, "cloud API down"),
     );
     h.fake.remove_instance(&name);
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    eventually("five failed InstanceExists calls", || async {
         let failed = h
             .fake
             .calls_of(Method::InstanceExists)
@@ -214,14 +208,12 @@ async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exist
             .filter(|c| c.outcome != ccm_fake_provider::CallOutcome::Ok)
             .count();
         if failed >= 5 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{failed} failed calls"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "lifecycle controller not asking"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert!(
         h.nodes().get_opt(&name).await.unwrap().is_some(),
         "errors delete nothing"
@@ -240,28 +232,24 @@ async fn wait_for_calls(
     n: usize,
     pred: impl Fn(&ccm_fake_provider::CallRecord) -> bool,
 ) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while fake.calls_of(method).iter().filter(|c| pred(c)).count() < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fewer than {n} {method:?} calls"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(&format!("{n} {method:?} calls"), || async {
+        match fake.calls_of(method).iter().filter(|c| pred(c)).count() {
+            seen if seen >= n => Ok(()),
+            seen => Err(format!("{seen} calls")),
+        }
+    })
+    .await
 }
 
 async fn wait_for_event(admin: &Client, node: &str, reason: &str) -> Event {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(e) = events_for(admin, node, reason).await.into_iter().next() {
-            return e;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {reason} event for {node}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(&format!("a {reason} event for {node}"), || async {
+        events_for(admin, node, reason)
+            .await
+            .into_iter()
+            .next()
+            .ok_or_else(|| "none".to_owned())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -457,11 +445,10 @@ async fn replace_provider_with_raw(
 ) {
     h.stop_provider();
     let path = h.endpoint.trim_start_matches("unix://").to_owned();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while std::path::Path::new(&path).exists() {
-        assert!(tokio::time::Instant::now() < deadline, "fake did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the fake's socket gone", || async {
+        !std::path::Path::new(&path).exists()
+    })
+    .await;
     let listener = ccm_provider_sdk::bind_socket(std::path::Path::new(&path), 0o600)
         .await
         .unwrap();
@@ -522,14 +509,10 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
     let bad = unspecified::Provider::default();
     let (stop_bad, bad_server) = replace_provider_with_raw(&mut h, bad.clone()).await;
     let path = h.endpoint.trim_start_matches("unix://").to_owned();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while bad.0.load(std::sync::atomic::Ordering::SeqCst) < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "controller never reached the new provider"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the controller reaching the new provider", || async {
+        bad.0.load(std::sync::atomic::Ordering::SeqCst) >= 3
+    })
+    .await;
     assert!(
         h.nodes().get_opt(&name).await.unwrap().is_some(),
         "UNSPECIFIED deletes nothing"
@@ -575,14 +558,10 @@ async fn controller_restart_midway_loses_nothing() {
     for n in &names {
         h.register_node(n).await;
     }
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while h.initialised_count(&names).await < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "first controller made no progress"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the first controller initialising 3 nodes", || async {
+        h.initialised_count(&names).await >= 3
+    })
+    .await;
     h.restart_controller(&["--controllers=cloud-node"]).await;
     let remaining = names.len() - h.initialised_count(&names).await;
     assert!(

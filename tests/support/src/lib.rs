@@ -15,6 +15,10 @@
 //! Set `CCM_TEST_KUBECONFIG` to run against an already running control plane
 //! (for example one started by `make testenv`) instead of starting one.
 
+pub mod poll;
+
+pub use poll::{DEADLINE, eventually, eventually_within, wait_until};
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

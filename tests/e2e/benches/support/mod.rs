@@ -6,7 +6,7 @@
 use ccm_fake_provider::{FakeCloud, FakeConfig};
 use ccm_testsupport::TestEnv;
 use clap::Parser;
-use cloud_controller_manager::options::Options;
+use cloud_controller_manager::config::Options;
 use tokio::sync::oneshot;
 
 /// The fake provider serving on a temporary socket until dropped.
@@ -36,7 +36,7 @@ pub fn provider(config: FakeConfig) -> Provider {
 /// The controller running in-process; [`Controller::stop`] ends it.
 pub struct Controller {
     stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), cloud_controller_manager::StartError>>,
+    task: tokio::task::JoinHandle<Result<(), cloud_controller_manager::RunError>>,
 }
 
 /// Starts the controller against `provider` with `flags` added.

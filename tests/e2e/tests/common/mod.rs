@@ -1,14 +1,12 @@
 //! The harness the controller e2e tests share: the real apiserver, the
 //! fake provider on a fresh socket, and the controller running in-process
 //! as a ServiceAccount bound to exactly the shipped ClusterRole.
-#![allow(dead_code)] // each test binary uses a different part
-
-use std::time::Duration;
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
 use ccm_fake_provider::{FakeCloud, FakeConfig};
 use ccm_testsupport::TestEnv;
 use clap::Parser;
-use cloud_controller_manager::options::Options;
+use cloud_controller_manager::config::Options;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -23,7 +21,7 @@ pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized"
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The pod network the route controller is responsible for.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub use ccm_testsupport::{DEADLINE, eventually, eventually_within, wait_until};
 
 pub struct Harness {
     pub admin: Client,
@@ -187,18 +185,15 @@ impl Harness {
         what: &str,
         done: impl Fn(Option<&Node>) -> bool,
     ) -> Option<Node> {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
+        eventually(&format!("{name}: {what}"), || async {
             let n = self.nodes().get_opt(name).await.unwrap();
             if done(n.as_ref()) {
-                return n;
+                Ok(n)
+            } else {
+                Err(format!("{n:#?}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {name}: {what}; last seen {n:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -221,15 +216,26 @@ pub fn spawn_controller(
     args: Vec<String>,
     stopped: oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<()> {
+    let run = run_controller(config, args, stopped);
+    tokio::spawn(async move { run.await.unwrap().unwrap() })
+}
+
+/// The controller's `run` in a task, its result kept.
+pub fn run_controller(
+    config: kube::Config,
+    args: Vec<String>,
+    stopped: oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<Result<(), cloud_controller_manager::RunError>> {
     let opts = Options::try_parse_from(args).unwrap();
     let enabled = opts.validate().unwrap();
-    tokio::spawn(async move {
-        cloud_controller_manager::run(opts, enabled, config, async {
+    tokio::spawn(cloud_controller_manager::run(
+        opts,
+        enabled,
+        config,
+        async {
             let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    })
+        },
+    ))
 }
 
 pub fn kubelet_node(name: &str) -> Node {
@@ -275,24 +281,4 @@ pub async fn events_in(admin: &Client, namespace: &str, name: &str, reason: &str
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
-}
-
-/// Polls `probe` every 100 ms until it returns `Some`, failing the test
-/// after [`DEADLINE`] with `what` and the last state `probe` described.
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        match probe().await {
-            Ok(v) => return v,
-            Err(last) => assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}; last seen: {last}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

@@ -7,6 +7,9 @@
 //! resourceVersion. Addresses go first so the Node is never schedulable
 //! before its addresses are right (upstream removes the taint first).
 
+mod decide;
+
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +20,59 @@ use kube::Api;
 use kube::api::Patch;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
+use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::context::{Context, Error, retry_after};
-use crate::node;
+use super::NodeEvents;
+use super::backoff::Backoff;
+use super::context::Context;
+use crate::k8s::node;
+pub use decide::{InitChanges, InitError, desired_addresses, ga_label_fixes, init_changes};
+
+/// Why one Node could not be synced; retried with the Node's backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("failed to get instance metadata for node {node}: {source}")]
+    Metadata { node: String, source: ClientError },
+    #[error("failed to get zone from cloud provider for node {node}: {source}")]
+    Zone { node: String, source: ClientError },
+    #[error("failed to get node modifiers from cloud provider: {0}")]
+    Init(#[from] InitError),
+    #[error("{0}")]
+    Addresses(String),
+}
+
+/// How the controller runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Nodes initialised in parallel.
+    pub workers: u16,
+    /// Period of the address refresh of initialised Nodes.
+    pub status_period: Duration,
+    /// Nodes whose addresses are refreshed in parallel.
+    pub status_workers: usize,
+}
+
+/// The controller's state.
+pub struct CloudNode {
+    ctx: Arc<Context>,
+    backoff: Backoff,
+    /// Nodes this process initialised whose untainted state the cache has
+    /// not shown yet.
+    initialised: Mutex<HashSet<String>>,
+}
+
+impl CloudNode {
+    pub fn new(ctx: Arc<Context>) -> Arc<Self> {
+        Arc::new(CloudNode {
+            ctx,
+            backoff: Backoff::default(),
+            initialised: Mutex::default(),
+        })
+    }
+}
 
 /// Writes the Node's addresses if they differ; returns the written Node.
 async fn patch_addresses(
@@ -28,7 +80,7 @@ async fn patch_addresses(
     n: &Node,
     cloud: &[ccm_provider_sdk::proto::NodeAddress],
 ) -> Result<Option<Node>, Error> {
-    let Some(addresses) = node::desired_addresses(n, cloud).map_err(Error::Addresses)? else {
+    let Some(addresses) = desired_addresses(n, cloud).map_err(Error::Addresses)? else {
         return Ok(None);
     };
     let written = Api::<Node>::all(ctx.client.clone())
@@ -83,7 +135,8 @@ async fn zone_fallback(
     Ok(meta)
 }
 
-async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
+async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
+    let ctx = &state.ctx;
     let name = node::name(n).to_owned();
     tracing::info!(node = %name, "initializing node with cloud provider");
     let meta = match ctx.provider.instance_metadata(node::node_ref(n)).await {
@@ -109,7 +162,7 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
         }
     };
     let meta = zone_fallback(ctx, n, meta).await?;
-    let changes = match node::init_changes(n, &meta) {
+    let changes = match init_changes(n, &meta) {
         Ok(c) => c,
         Err(e) => {
             ctx.event(
@@ -149,10 +202,7 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     Api::<Node>::all(ctx.client.clone())
         .patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
         .await?;
-    ctx.initialised
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(name.clone());
+    state.initialised.lock().insert(name.clone());
     tracing::info!(node = %name, "successfully initialized node with cloud provider");
     ctx.event(
         n,
@@ -165,73 +215,71 @@ async fn initialise(n: &Node, ctx: &Context) -> Result<(), Error> {
     Ok(())
 }
 
-async fn reconcile(n: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
-    let result = sync(&n, &ctx).await;
-    ctx.metrics
+    let result = sync(&n, &state).await;
+    state
+        .ctx
+        .metrics
         .queues
         .processed("Nodes", started.elapsed(), result.is_err());
     result
 }
 
-async fn sync(n: &Arc<Node>, ctx: &Arc<Context>) -> Result<Action, Error> {
-    let n = n.clone();
-    let ctx = ctx.clone();
-    let tainted = node::has_taint(&n, node::UNINITIALIZED_TAINT);
+async fn sync(n: &Node, state: &CloudNode) -> Result<Action, Error> {
+    let ctx = &state.ctx;
+    let tainted = node::has_taint(n, node::UNINITIALIZED_TAINT);
     {
         // Our own writes come back through the watch after the triggers
         // they caused: a tainted Node we already initialised is a stale
         // cache entry, not work. Once the cache shows the untainted Node, the
         // record goes; a taint added after that is new work.
-        let mut done = ctx.initialised.lock().unwrap_or_else(|p| p.into_inner());
-        if done.contains(node::name(&n)) {
+        let mut done = state.initialised.lock();
+        if done.contains(node::name(n)) {
             if tainted {
                 return Ok(Action::await_change());
             }
-            done.remove(node::name(&n));
+            done.remove(node::name(n));
         }
     }
     if tainted {
-        initialise(&n, &ctx).await?;
+        initialise(n, state).await?;
     } else {
-        let fixes = node::ga_label_fixes(&n);
+        let fixes = ga_label_fixes(n);
         if !fixes.is_empty() {
             Api::<Node>::all(ctx.client.clone())
                 .patch(
-                    node::name(&n),
+                    node::name(n),
                     &ctx.patch_params(),
                     &Patch::Merge(json!({ "metadata": { "labels": fixes } })),
                 )
                 .await?;
         }
     }
-    ctx.backoff.succeeded(node::name(&n));
+    state.backoff.succeeded(node::name(n));
     Ok(Action::await_change())
 }
 
-fn error_policy(n: Arc<Node>, err: &Error, ctx: Arc<Context>) -> Action {
-    retry_after(&ctx, node::name(&n), err)
+fn error_policy(n: Arc<Node>, err: &Error, state: Arc<CloudNode>) -> Action {
+    state.backoff.requeue(node::name(&n), err)
 }
 
-/// Runs the controller until the process stops, consuming the node cache's
-/// stream.
-pub async fn run(
-    ctx: Arc<Context>,
-    changes: impl futures::Stream<Item = Result<Node, kube::runtime::watcher::Error>> + Send + 'static,
-    workers: usize,
-) {
-    let reader = ctx.nodes.clone();
-    Controller::for_stream(changes, reader)
-        .with_config(Config::default().concurrency(workers as u16))
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+/// Runs the controller until the process stops: initialisation of the
+/// Nodes `node_events` names, and the periodic address refresh.
+pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings) {
+    let state = CloudNode::new(ctx.clone());
+    let initialise = Controller::for_shared_stream(node_events, ctx.nodes.clone())
+        .with_config(Config::default().concurrency(settings.workers))
+        .run(reconcile, error_policy, state)
+        .for_each(|_| async {});
+    let refresh = refresh_addresses(ctx, settings.status_period, settings.status_workers);
+    futures::join!(initialise, refresh);
 }
 
 /// Refreshes initialised Nodes' addresses every `period`, measured from the
 /// end of the previous pass, as upstream's UpdateNodeStatus.
 /// Call once the node cache has synced.
-pub async fn refresh_addresses(ctx: Arc<Context>, period: Duration, workers: usize) {
+async fn refresh_addresses(ctx: Arc<Context>, period: Duration, workers: usize) {
     loop {
         let nodes: Vec<Arc<Node>> = ctx
             .nodes
@@ -259,5 +307,112 @@ pub async fn refresh_addresses(ctx: Arc<Context>, period: Duration, workers: usi
             })
             .await;
         tokio::time::sleep(period).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::*;
+    use ccm_fake_provider::FakeConfig;
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    use kube::api::ObjectMeta;
+
+    fn tainted(name: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(vec![
+                    Taint {
+                        key: node::UNINITIALIZED_TAINT.into(),
+                        value: Some("true".into()),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    },
+                    Taint {
+                        key: "dedicated".into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Answers the status patch with a newer resourceVersion, as the API
+    /// server does.
+    fn api() -> (kube::Client, Recorded) {
+        mock_api(|call| {
+            if call.path.contains("/status") {
+                (
+                    200,
+                    json!({"metadata": {"name": "n1", "resourceVersion": "8"}}),
+                )
+            } else {
+                (200, call.body.clone())
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn initialisation_writes_addresses_then_metadata_guarded_by_our_version() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, api) = api();
+        let n = tainted("n1");
+        let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
+        sync(&n, &state).await.unwrap();
+
+        assert_eq!(
+            api.writes(),
+            ["PATCH /api/v1/nodes/n1/status", "PATCH /api/v1/nodes/n1"]
+        );
+        let writes: Vec<Call> = api.all().into_iter().filter(|c| !c.is_event()).collect();
+        assert!(writes[0].body["status"]["addresses"].is_array());
+        let patch = &writes[1];
+        assert_eq!(patch.content_type, "application/merge-patch+json");
+        assert_eq!(
+            patch.body["metadata"]["resourceVersion"], "8",
+            "guarded by the version our own status write produced"
+        );
+        assert_eq!(patch.body["spec"]["providerID"], "fake://n1");
+        assert_eq!(
+            patch.body["metadata"]["labels"][node::LABEL_ZONE],
+            "fake-zone-a"
+        );
+        assert_eq!(
+            patch.body["spec"]["taints"],
+            json!([{"effect": "NoSchedule", "key": "dedicated"}]),
+            "only the uninitialized taint goes"
+        );
+        assert_eq!(api.event_reasons(), ["Synced"]);
+
+        // The cache still shows the tainted Node: no second initialisation.
+        sync(&n, &state).await.unwrap();
+        assert_eq!(api.writes().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_instance_writes_nothing_and_keeps_the_taint() {
+        let provider = fake_provider(FakeConfig {
+            auto_create_instances: false,
+            ..FakeConfig::default()
+        });
+        ready(&provider).await;
+        let (client, api) = api();
+        let n = tainted("ghost");
+        let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
+        let err = sync(&n, &state).await.unwrap_err();
+        assert!(matches!(err, Error::Metadata { .. }), "{err}");
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        let action = error_policy(Arc::new(n), &err, state.clone());
+        assert_eq!(action, Action::requeue(Duration::from_secs(1)));
     }
 }

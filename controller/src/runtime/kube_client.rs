@@ -5,13 +5,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use kube::client::ClientBuilder;
 
-use crate::leader::Fence;
+use super::leader::Fence;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 #[derive(Debug)]
@@ -55,11 +57,7 @@ impl TokenBucket {
 
     pub async fn acquire(&self) {
         loop {
-            let wait = self
-                .0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(Instant::now());
+            let wait = self.0.lock().take(Instant::now());
             match wait {
                 None => return,
                 Some(d) => tokio::time::sleep(d).await,

@@ -20,9 +20,12 @@ use kube::api::Patch;
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use crate::context::Context;
-use crate::node;
-use crate::route::{self, Cidr, Plan, RouteNode};
+mod decide;
+
+use decide::{Cidr, Plan, RouteNode};
+
+use super::context::Context;
+use crate::k8s::node;
 
 /// Cloud route operations in flight at most, as upstream.
 const MAX_IN_FLIGHT: usize = 200;
@@ -73,7 +76,7 @@ impl Routes {
         }
         let routes = known.as_mut().expect("listed above");
         let (nodes, by_name) = self.nodes();
-        let plan = route::plan(&self.cluster, &nodes, routes, self.with_addresses);
+        let plan = decide::plan(&self.cluster, &nodes, routes, self.with_addresses);
         if plan.delete.is_empty() && plan.create.is_empty() && !list {
             return Ok(());
         }
@@ -109,7 +112,7 @@ impl Routes {
             .await;
         routes.retain(|r| !deleted.contains(r));
 
-        let results: Vec<(route::Create, Result<Option<proto::Route>, String>)> =
+        let results: Vec<(decide::Create, Result<Option<proto::Route>, String>)> =
             futures::stream::iter(plan.create)
                 .map(|c| async move {
                     let started = Instant::now();
@@ -169,13 +172,13 @@ impl Routes {
 
     /// NetworkUnavailable, patched only when status or reason differ.
     async fn set_condition(&self, n: &Node, routes_created: bool) {
-        let (status, reason, message) = route::network_condition(routes_created);
-        if route::condition_current(n, status, reason) {
+        let (status, reason, message) = decide::network_condition(routes_created);
+        if decide::condition_current(n, status, reason) {
             return;
         }
         let now = k8s_openapi::jiff::Timestamp::now();
         let patch = json!({"status": {"conditions": [{
-            "type": route::NETWORK_UNAVAILABLE,
+            "type": decide::NETWORK_UNAVAILABLE,
             "status": status,
             "reason": reason,
             "message": message,
@@ -193,29 +196,6 @@ impl Routes {
             tracing::warn!(node = node::name(n), error = %e, "could not update the NetworkUnavailable condition");
         }
     }
-}
-
-/// Whether the route controller runs, as upstream decides it: the flag, the
-/// provider's capability, then a valid `--cluster-cidr` (an error stops the
-/// process).
-pub fn cluster_cidrs_if_enabled(
-    configure_cloud_routes: bool,
-    has_routes: bool,
-    cluster_cidr: &str,
-) -> Result<Option<Vec<Cidr>>, String> {
-    if !configure_cloud_routes {
-        tracing::info!(
-            "will not configure cloud provider routes: --configure-cloud-routes is false"
-        );
-        return Ok(None);
-    }
-    if !has_routes {
-        tracing::warn!(
-            "--configure-cloud-routes is set, but cloud provider does not support routes. Will not configure cloud provider routes."
-        );
-        return Ok(None);
-    }
-    route::parse_cluster_cidrs(cluster_cidr).map(Some)
 }
 
 /// Runs the controller until the process stops. Call once the node cache
@@ -265,5 +245,86 @@ pub async fn run(
         if next_full < now {
             next_full = now;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::*;
+    use ccm_fake_provider::FakeConfig;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use kube::api::ObjectMeta;
+
+    fn node(name: &str, pod_cidr: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidrs: Some(vec![pod_cidr.into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_route_per_pod_cidr_then_the_condition_and_no_repeat() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, api) = accepting_api();
+        let ctx = context(
+            client,
+            &provider,
+            vec![node("n1", "10.244.1.0/24"), node("n2", "10.244.2.0/24")],
+        );
+        let routes = Routes {
+            ctx,
+            cluster: vec![Cidr::parse("10.244.0.0/16").unwrap()],
+            with_addresses: false,
+            known: tokio::sync::Mutex::new(None),
+        };
+        routes.reconcile(true).await.unwrap();
+
+        let mut cloud: Vec<(String, String)> = provider
+            .fake
+            .dump()
+            .routes
+            .into_iter()
+            .map(|r| (r.target_node, r.destination_cidr))
+            .collect();
+        cloud.sort();
+        assert_eq!(
+            cloud,
+            [
+                ("n1".to_owned(), "10.244.1.0/24".to_owned()),
+                ("n2".to_owned(), "10.244.2.0/24".to_owned())
+            ]
+        );
+        let mut writes = api.writes();
+        writes.sort();
+        assert_eq!(
+            writes,
+            [
+                "PATCH /api/v1/nodes/n1/status",
+                "PATCH /api/v1/nodes/n2/status"
+            ]
+        );
+        let condition = &api.all()[0].body["status"]["conditions"][0];
+        assert_eq!(condition["type"], "NetworkUnavailable");
+        assert_eq!(condition["status"], "False");
+
+        // A second pass against the last listing creates nothing more.
+        routes.reconcile(false).await.unwrap();
+        assert_eq!(
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::CreateRoute)
+                .len(),
+            2
+        );
     }
 }

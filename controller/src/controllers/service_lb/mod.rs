@@ -15,25 +15,31 @@
 //! one always sends the newest node set.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::proto::{self, ErrorReason};
 use ccm_provider_sdk::{ClientError, LbOutcome};
 use futures::StreamExt;
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
 use kube::api::Patch;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::context::{Backoff, Context};
-use crate::service::{self, SpecError, Standing};
+mod backends;
+mod decide;
+
+use super::backoff::Backoff;
+use super::context::Context;
+use crate::k8s::node;
+use decide::{SpecError, Standing};
 
 /// How long the backend loop waits after a node change for more changes,
 /// so a burst (a node pool scaling) becomes one update per Service.
@@ -125,11 +131,11 @@ impl SyncError {
 #[derive(Debug, Default)]
 struct Record {
     uid: String,
-    /// `service::fingerprint` of the last Service whose Ensure succeeded;
+    /// `decide::fingerprint` of the last Service whose Ensure succeeded;
     /// `None` forces the next sync to Ensure.
     ensured: Option<u64>,
     /// The backends the load balancer was last given.
-    backends: Option<service::BackendDigest>,
+    backends: Option<decide::BackendDigest>,
     /// The provider said another controller handles it.
     elsewhere: bool,
     /// After a failure: no new attempt before the instant while the
@@ -156,10 +162,20 @@ pub struct Lb {
 }
 
 impl Lb {
+    fn new(ctx: Arc<Context>, resync: mpsc::UnboundedSender<ObjectRef<Service>>) -> Arc<Self> {
+        Arc::new(Lb {
+            ctx,
+            records: Mutex::default(),
+            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+            reported_annotations: Mutex::default(),
+            backend_cache: Mutex::default(),
+            resync,
+        })
+    }
+
     fn record(&self, key: &str) -> Arc<tokio::sync::Mutex<Record>> {
         self.records
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .entry(key.to_owned())
             .or_default()
             .clone()
@@ -172,25 +188,22 @@ impl Lb {
         let key = nodes.iter().fold(nodes.len() as u64, |acc, n| {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            (crate::node::name(n), n.metadata.resource_version.as_deref()).hash(&mut h);
+            (node::name(n), n.metadata.resource_version.as_deref()).hash(&mut h);
             acc ^ h.finish()
         });
-        let mut cache = self.backend_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.backend_cache.lock();
         if let Some((k, backends)) = cache.as_ref()
             && *k == key
         {
             return backends.clone();
         }
-        let backends = Arc::new(service::backends(nodes.iter().map(|n| n.as_ref())));
+        let backends = Arc::new(decide::backends(nodes.iter().map(|n| n.as_ref())));
         *cache = Some((key, backends.clone()));
         backends
     }
 
     fn forget(&self, key: &str) {
-        self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        self.records.lock().remove(key);
     }
 
     fn services_api(&self, svc: &Service) -> Api<Service> {
@@ -250,11 +263,10 @@ impl Lb {
         };
         let schema = &handshake.annotations;
         let uid = svc.metadata.uid.clone().unwrap_or_default();
-        for (key, closest) in service::unknown_annotations(svc, schema) {
+        for (key, closest) in decide::unknown_annotations(svc, schema) {
             let new = self
                 .reported_annotations
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .insert((uid.clone(), key.clone()));
             if !new {
                 continue;
@@ -285,11 +297,11 @@ impl Lb {
         ingress: Option<Vec<k8s_openapi::api::core::v1::LoadBalancerIngress>>,
     ) -> Result<(), SyncError> {
         let mut status = serde_json::Map::new();
-        if let Some(c) = service::condition_update(svc, standing, Time(now())) {
+        if let Some(c) = decide::condition_update(svc, standing, Time(now())) {
             status.insert("conditions".into(), json!([c]));
         }
         if let Some(ingress) = ingress
-            && !service::ingress_equal(service::ingress(svc), &ingress)
+            && !decide::ingress_equal(decide::ingress(svc), &ingress)
         {
             status.insert("loadBalancer".into(), json!({ "ingress": ingress }));
         }
@@ -306,7 +318,7 @@ impl Lb {
 
     /// Ensures the load balancer. `record` is this Service's, held.
     async fn ensure(&self, svc: &Service, record: &mut Record) -> Result<Action, SyncError> {
-        let key = service::key(svc);
+        let key = decide::key(svc);
         self.event(
             svc,
             EventType::Normal,
@@ -315,23 +327,23 @@ impl Lb {
         )
         .await;
         self.report_unknown_annotations(svc).await;
-        let request = service::to_proto(svc)?;
+        let request = decide::to_proto(svc)?;
 
         // The finalizer goes on before the cloud is called, so no load
         // balancer can exist that a deletion would not see.
         let mut first = serde_json::Map::new();
-        if !service::has_finalizer(svc) {
+        if !decide::has_finalizer(svc) {
             first.insert(
                 "metadata".into(),
-                json!({ "finalizers": [service::FINALIZER] }),
+                json!({ "finalizers": [decide::FINALIZER] }),
             );
         }
-        if service::condition(svc).is_none() {
+        if decide::condition(svc).is_none() {
             let provisioning = Standing::not_ready(
                 "Provisioning",
                 "Ensuring the load balancer with the provider",
             );
-            if let Some(c) = service::condition_update(svc, &provisioning, Time(now())) {
+            if let Some(c) = decide::condition_update(svc, &provisioning, Time(now())) {
                 first.insert("status".into(), json!({ "conditions": [c] }));
             }
         }
@@ -354,7 +366,7 @@ impl Lb {
             )
             .await;
         }
-        record.backends = Some(service::backend_set(&nodes));
+        record.backends = Some(decide::backend_set(&nodes));
         let answer = self
             .ctx
             .provider
@@ -362,7 +374,7 @@ impl Lb {
             .await
             .map_err(provider("ensure load balancer"))?;
         self.provider_warnings(svc, &answer.warnings).await;
-        let fingerprint = service::fingerprint(svc);
+        let fingerprint = decide::fingerprint(svc);
         match answer.outcome {
             LbOutcome::ImplementedElsewhere(message) => {
                 tracing::info!(service = %key, message, "load balancer implemented elsewhere");
@@ -385,7 +397,7 @@ impl Lb {
                 self.publish(
                     svc,
                     &Standing::ready(),
-                    Some(service::ingress_from_proto(&status)),
+                    Some(decide::ingress_from_proto(&status)),
                 )
                 .await?;
                 record.ensured = Some(fingerprint);
@@ -398,7 +410,7 @@ impl Lb {
     /// condition. Nothing is removed unless the provider said the load
     /// balancer is gone.
     async fn delete(&self, svc: &Service) -> Result<Action, SyncError> {
-        let request = service::to_proto(svc).or_else(|e| {
+        let request = decide::to_proto(svc).or_else(|e| {
             // The delete needs the Service's identity, not a valid spec.
             tracing::debug!(error = %e, "deleting with a partial description of the Service");
             let mut partial = svc.clone();
@@ -406,9 +418,9 @@ impl Lb {
                 s.load_balancer_source_ranges = None;
             }
             if let Some(a) = partial.metadata.annotations.as_mut() {
-                a.remove(service::SOURCE_RANGES_ANNOTATION);
+                a.remove(decide::SOURCE_RANGES_ANNOTATION);
             }
-            service::to_proto(&partial)
+            decide::to_proto(&partial)
         })?;
         let exists = self
             .ctx
@@ -433,20 +445,20 @@ impl Lb {
             self.provider_warnings(svc, &warnings).await;
         }
         let mut patch = serde_json::Map::new();
-        if service::has_finalizer(svc) {
+        if decide::has_finalizer(svc) {
             patch.insert(
                 "metadata".into(),
-                json!({ "$deleteFromPrimitiveList/finalizers": [service::FINALIZER] }),
+                json!({ "$deleteFromPrimitiveList/finalizers": [decide::FINALIZER] }),
             );
         }
         let mut status = serde_json::Map::new();
-        if service::condition(svc).is_some() {
+        if decide::condition(svc).is_some() {
             status.insert(
                 "conditions".into(),
-                json!([{ "type": service::CONDITION, "$patch": "delete" }]),
+                json!([{ "type": decide::CONDITION, "$patch": "delete" }]),
             );
         }
-        if !service::ingress(svc).is_empty() {
+        if !decide::ingress(svc).is_empty() {
             status.insert("loadBalancer".into(), json!({ "ingress": null }));
         }
         if !status.is_empty() {
@@ -467,14 +479,14 @@ impl Lb {
             "Deleted load balancer".into(),
         )
         .await;
-        self.forget(&service::key(svc));
+        self.forget(&decide::key(svc));
         Ok(Action::await_change())
     }
 
     /// Reports a failed sync (event and condition) and picks the delay
     /// before the retry.
     async fn failed(&self, svc: &Service, err: SyncError, deleting: bool) -> Duration {
-        let key = service::key(svc);
+        let key = decide::key(svc);
         self.event(
             svc,
             EventType::Warning,
@@ -510,10 +522,7 @@ fn now() -> k8s_openapi::jiff::Timestamp {
 
 impl Lb {
     fn has_record(&self, key: &str) -> bool {
-        self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(key)
+        self.records.lock().contains_key(key)
     }
 }
 
@@ -529,9 +538,8 @@ async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::conver
 
 /// One sync of one Service: the action, and whether it failed.
 async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
-    let key = service::key(&svc);
-    if !service::needs_cleanup(&svc) && !service::wants_load_balancer(&svc) && !lb.has_record(&key)
-    {
+    let key = decide::key(&svc);
+    if !decide::needs_cleanup(&svc) && !decide::wants_load_balancer(&svc) && !lb.has_record(&key) {
         // Most Services: not ours, and never were.
         return (Action::await_change(), false);
     }
@@ -546,8 +554,8 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
         };
     }
     let was_ensured = record.ensured.is_some();
-    let fingerprint = service::fingerprint(&svc);
-    let cleanup = service::needs_cleanup(&svc);
+    let fingerprint = decide::fingerprint(&svc);
+    let cleanup = decide::needs_cleanup(&svc);
     if let Some((f, c, at)) = record.retry
         && (f, c) == (fingerprint, cleanup)
     {
@@ -558,11 +566,11 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     }
     let outcome = if cleanup {
         Some((lb.delete(&svc).await, true))
-    } else if service::wants_load_balancer(&svc) {
+    } else if decide::wants_load_balancer(&svc) {
         // Not the Service's condition: the cache may not show our own
         // status write yet, and upstream does not re-ensure on status
         // changes either.
-        let current = record.ensured == Some(fingerprint) && service::has_finalizer(&svc);
+        let current = record.ensured == Some(fingerprint) && decide::has_finalizer(&svc);
         tracing::debug!(service = %key, current, ?record, fingerprint, "sync");
         if current {
             None
@@ -608,177 +616,154 @@ fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Ac
     match *e {}
 }
 
-/// Calls UpdateLoadBalancer for every Service this process ensured whose
-/// backends differ from the current node set. Returns how many it updated.
-async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
-    let nodes: Vec<Arc<Node>> = lb.ctx.nodes.state();
-    let current = service::backend_digest(
-        nodes
-            .iter()
-            .filter(|n| service::is_backend(n))
-            .map(|n| (crate::node::name(n), crate::node::provider_id(n))),
-    );
-    let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
-        .records
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(k, r)| (k.clone(), r.clone()))
-        .collect();
-    let updated = std::sync::atomic::AtomicUsize::new(0);
-    futures::stream::iter(records)
-        .for_each_concurrent(workers.max(1), |(key, record)| {
-            let current = &current;
-            let updated = &updated;
-            async move {
-                let mut record = record.lock().await;
-                if record.ensured.is_none() || record.backends == Some(*current) {
-                    return;
-                }
-                let Some((ns, name)) = key.split_once('/') else {
-                    return;
-                };
-                let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) else {
-                    return;
-                };
-                if !service::wants_load_balancer(&svc) || service::needs_cleanup(&svc) {
-                    return;
-                }
-                let nodes = lb.current_backends();
-                record.backends = Some(*current);
-                updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                lb.ctx.metrics.lb_syncs.inc();
-                if !update_one(lb, &svc, nodes.as_ref().clone()).await {
-                    lb.ctx.metrics.nodesync_errors.inc();
-                    record.ensured = None;
-                    let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
-                }
-            }
-        })
-        .await;
-    updated.into_inner()
-}
-
-/// One UpdateLoadBalancer, upstream's way: on failure, the load balancer
-/// is looked up and a missing one counts as success. False asks for a
-/// full Ensure.
-async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool {
-    let key = service::key(svc);
-    let request = match service::to_proto(svc) {
-        Ok(r) => r,
-        Err(_) => return false,
-    };
-    let ctx = &lb.ctx;
-    match ctx
-        .provider
-        .update_load_balancer(&ctx.cluster_name, request.clone(), nodes.clone())
-        .await
-    {
-        Ok(answer) => {
-            lb.provider_warnings(svc, &answer.warnings).await;
-            if matches!(answer.outcome, LbOutcome::Done(())) {
-                if nodes.is_empty() {
-                    lb.event(
-                        svc,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer".into(),
-                    )
-                    .await;
-                } else {
-                    lb.event(
-                        svc,
-                        EventType::Normal,
-                        "UpdatedLoadBalancer",
-                        "Updated load balancer with new hosts".into(),
-                    )
-                    .await;
-                }
-            }
-            true
-        }
-        Err(err) => match ctx
-            .provider
-            .get_load_balancer(&ctx.cluster_name, request)
-            .await
-        {
-            Ok(None) => true,
-            Ok(Some(_)) => {
-                lb.event(
-                    svc,
-                    EventType::Warning,
-                    "UpdateLoadBalancerFailed",
-                    format!(
-                        "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
-                        service::node_names_for_event(&nodes),
-                        nodes.len()
-                    ),
-                )
-                .await;
-                false
-            }
-            Err(e) => {
-                tracing::warn!(service = %key, update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
-                false
-            }
-        },
-    }
-}
-
-/// Keeps every load balancer's backends equal to the node set.
-async fn backend_loop(
-    lb: Arc<Lb>,
-    services: Store<Service>,
-    mut node_changes: tokio::sync::watch::Receiver<u64>,
-    workers: usize,
-) {
-    while node_changes.changed().await.is_ok() {
-        tokio::time::sleep(BACKEND_COALESCE).await;
-        node_changes.mark_unchanged();
-        let pass = std::time::Instant::now();
-        let updated = sync_backends(&lb, &services, workers).await;
-        lb.ctx
-            .metrics
-            .nodesync_latency
-            .observe(pass.elapsed().as_secs_f64());
-        lb.ctx
-            .metrics
-            .queues
-            .processed("node", pass.elapsed(), false);
-        if updated > 0 {
-            tracing::info!(services = updated, "updated load balancer backends");
-        }
-    }
-}
-
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced, so no Service is ensured with a partial node set.
-pub async fn run(
-    ctx: Arc<Context>,
-    client: Client,
-    node_changes: tokio::sync::watch::Receiver<u64>,
-    workers: usize,
-) {
+pub async fn run(ctx: Arc<Context>, node_changes: tokio::sync::watch::Receiver<u64>, workers: u16) {
+    let client = ctx.client.clone();
     let (resync, resync_requests) = mpsc::unbounded();
-    let lb = Arc::new(Lb {
-        ctx,
-        records: Mutex::default(),
-        backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
-        reported_annotations: Mutex::default(),
-        backend_cache: Mutex::default(),
-        resync,
-    });
+    let lb = Lb::new(ctx, resync);
     let (store, writer) = reflector::store();
     let services = watcher(Api::<Service>::all(client), watcher::Config::default())
         .default_backoff()
         .modify(|s: &mut Service| s.metadata.managed_fields = None)
         .reflect(writer)
         .applied_objects();
-    let backends = backend_loop(lb.clone(), store.clone(), node_changes, workers);
+    let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let controller = Controller::for_stream(services, store)
-        .with_config(Config::default().concurrency(workers as u16))
+        .with_config(Config::default().concurrency(workers))
         .reconcile_on(resync_requests)
         .run(reconcile, error_policy, lb)
         .for_each(|_| async {});
     tokio::join!(controller, backends);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::*;
+    use ccm_fake_provider::FakeConfig;
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+    use kube::api::ObjectMeta;
+
+    fn lb_service(name: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("shop".into()),
+                uid: Some(format!("uid-{name}")),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ports: Some(vec![ServicePort {
+                    port: 80,
+                    node_port: Some(30080),
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn backend(name: &str) -> k8s_openapi::api::core::v1::Node {
+        k8s_openapi::api::core::v1::Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_service_gets_finalizer_then_load_balancer_then_ingress() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, api) = accepting_api();
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let svc = Arc::new(lb_service("web"));
+
+        let (_, failed) = sync(svc.clone(), lb.clone()).await;
+        assert!(!failed);
+        assert_eq!(
+            api.writes(),
+            [
+                "PATCH /api/v1/namespaces/shop/services/web/status",
+                "PATCH /api/v1/namespaces/shop/services/web/status",
+            ]
+        );
+        let writes: Vec<Call> = api.all().into_iter().filter(|c| !c.is_event()).collect();
+        assert_eq!(
+            writes[0].body["metadata"]["finalizers"],
+            json!([decide::FINALIZER]),
+            "the finalizer goes on before the cloud is called"
+        );
+        assert_eq!(
+            writes[0].content_type,
+            "application/strategic-merge-patch+json"
+        );
+        let ingress = &writes[1].body["status"]["loadBalancer"]["ingress"][0]["ip"];
+        assert!(
+            ingress
+                .as_str()
+                .is_some_and(|ip| ip.starts_with("192.0.2.")),
+            "{ingress}"
+        );
+        assert_eq!(writes[1].body["status"]["conditions"][0]["status"], "True");
+        assert_eq!(
+            api.event_reasons(),
+            ["EnsuringLoadBalancer", "EnsuredLoadBalancer"]
+        );
+        let lbs = provider.fake.dump().load_balancers;
+        assert_eq!(lbs.len(), 1);
+
+        // The Service as the cache shows it after our first write (the
+        // finalizer; the status not yet): no second Ensure.
+        let mut cached = (*svc).clone();
+        cached.metadata.finalizers = Some(vec![decide::FINALIZER.into()]);
+        let svc = Arc::new(cached);
+        let ensures = provider
+            .fake
+            .calls_of(ccm_fake_provider::Method::EnsureLoadBalancer);
+        sync(svc, lb).await;
+        assert_eq!(
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::EnsureLoadBalancer)
+                .len(),
+            ensures.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_ensure_backs_off_and_says_why() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        provider.fake.inject_error(
+            ccm_fake_provider::Method::EnsureLoadBalancer,
+            ccm_fake_provider::ErrorInjection::new(
+                ccm_fake_provider::ErrorKind::QuotaExceeded,
+                "no more load balancers",
+            ),
+        );
+        let (client, api) = accepting_api();
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let (action, failed) = sync(Arc::new(lb_service("web")), lb).await;
+        assert!(failed);
+        assert_eq!(action, Action::requeue(Duration::from_secs(5)));
+        let condition =
+            api.all().into_iter().rfind(|c| !c.is_event()).unwrap().body["status"]["conditions"][0]
+                .clone();
+        assert_eq!(condition["reason"], "QuotaExceeded");
+        assert!(
+            api.event_reasons()
+                .contains(&"SyncLoadBalancerFailed".to_owned())
+        );
+        assert!(provider.fake.dump().load_balancers.is_empty());
+    }
 }

@@ -6,8 +6,8 @@
 //! same. `/readyz` (upstream has none) adds what serving needs: the node
 //! cache synced and the provider answering `Probe` with READY.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -15,14 +15,16 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use ccm_provider_sdk::{ProviderClient, Readiness};
+use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 
-use crate::leader::Fence;
+use super::leader::Fence;
 
 /// What the endpoints report on; shared with the running manager.
 pub struct Health {
-    /// Canonical names of the controllers started so far.
-    pub controllers: Mutex<Vec<&'static str>>,
+    /// Canonical names of the controllers started so far, and whether each
+    /// still runs.
+    pub controllers: Mutex<Vec<(&'static str, bool)>>,
     /// With leader election: our fence, and whether we hold the Lease.
     pub leader: Option<(Fence, Mutex<bool>)>,
     pub node_cache_synced: tokio::sync::watch::Receiver<bool>,
@@ -32,24 +34,19 @@ pub struct Health {
 
 impl Health {
     /// (name, ok) of every `/healthz` check.
-    fn checks(&self) -> Vec<(String, bool)> {
+    pub fn checks(&self) -> Vec<(String, bool)> {
         let mut out = Vec::new();
         if let Some((fence, leading)) = &self.leader {
             // A leader that can no longer write is about to exit; a
             // standby is healthy.
-            let leading = *leading.lock().unwrap_or_else(|p| p.into_inner());
+            let leading = *leading.lock();
             out.push((
                 "leaderElection".to_owned(),
                 !leading || fence.allows_writes(),
             ));
         }
-        for c in self
-            .controllers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            out.push(((*c).to_owned(), true));
+        for (c, running) in self.controllers.lock().iter() {
+            out.push(((*c).to_owned(), *running));
         }
         if out.is_empty() {
             out.push(("ping".to_owned(), true));
@@ -59,7 +56,33 @@ impl Health {
 
     pub fn set_leading(&self, leading: bool) {
         if let Some((_, l)) = &self.leader {
-            *l.lock().unwrap_or_else(|p| p.into_inner()) = leading;
+            *l.lock() = leading;
+        }
+    }
+
+    /// A controller started: it gets a check named after it.
+    pub fn add_controller(&self, name: &'static str) {
+        self.controllers.lock().push((name, true));
+    }
+
+    /// A supervised task stopped: its check fails from now on.
+    pub fn mark_failed(&self, name: &str) {
+        for (c, running) in self.controllers.lock().iter_mut() {
+            if *c == name {
+                *running = false;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Health {
+            controllers: Mutex::default(),
+            leader: None,
+            node_cache_synced: tokio::sync::watch::channel(false).1,
+            provider: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
+                .unwrap(),
+            registry: Mutex::default(),
         }
     }
 }
@@ -114,7 +137,7 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
 
 async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
     let mut text = String::new();
-    let registry = h.registry.lock().unwrap_or_else(|p| p.into_inner());
+    let registry = h.registry.lock();
     match prometheus_client::encoding::text::encode(&mut text, &registry) {
         Ok(()) => (
             StatusCode::OK,
@@ -142,15 +165,20 @@ pub fn router(health: Arc<Health>) -> Router {
         .with_state(health)
 }
 
-/// Binds the admin address, failing clearly (port in use, bad address).
-pub async fn bind(address: &str, port: u16) -> Result<tokio::net::TcpListener, String> {
-    let addr: SocketAddr = format!("{address}:{port}")
-        .parse()
-        .or_else(|_| format!("[{address}]:{port}").parse())
-        .map_err(|_| format!("invalid --bind-address {address:?}"))?;
+/// The admin address could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to listen on {addr} (--bind-address/--admin-port): {source}")]
+pub struct BindError {
+    addr: SocketAddr,
+    source: std::io::Error,
+}
+
+/// Binds the admin address, failing clearly (port in use, no permission).
+pub async fn bind(address: IpAddr, port: u16) -> Result<tokio::net::TcpListener, BindError> {
+    let addr = SocketAddr::new(address, port);
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("failed to listen on {addr} (--bind-address/--admin-port): {e}"))
+        .map_err(|source| BindError { addr, source })
 }
 
 #[cfg(test)]
@@ -158,32 +186,27 @@ mod tests {
     use super::*;
 
     fn health(leader: Option<(Fence, Mutex<bool>)>) -> Health {
-        Health {
-            controllers: Mutex::new(vec!["cloud-node-controller"]),
+        let h = Health {
             leader,
-            node_cache_synced: tokio::sync::watch::channel(false).1,
-            provider: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
-                .unwrap(),
-            registry: Mutex::default(),
-        }
+            ..Health::for_tests()
+        };
+        h.add_controller("cloud-node-controller");
+        h
     }
 
     #[tokio::test]
     async fn a_port_in_use_is_a_clear_error() {
         let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = taken.local_addr().unwrap().port();
-        let err = bind("127.0.0.1", port).await.unwrap_err();
+        let err = bind([127, 0, 0, 1].into(), port)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&format!(
                 "failed to listen on 127.0.0.1:{port} (--bind-address/--admin-port)"
             )),
             "{err}"
-        );
-        assert!(
-            bind("not an address", 1)
-                .await
-                .unwrap_err()
-                .contains("invalid --bind-address")
         );
     }
 
@@ -195,10 +218,13 @@ mod tests {
         assert_eq!(code, StatusCode::OK);
         assert!(body.contains("[+] cloud-node-controller ok"), "{body}");
 
-        let h = health(Some((crate::leader::Fence::open(), Mutex::new(false))));
+        let h = health(Some((
+            crate::runtime::leader::Fence::open(),
+            Mutex::new(false),
+        )));
         assert_eq!(h.checks()[0], ("leaderElection".to_owned(), true));
         // A leader whose fence is closed (a renewal missed the deadline).
-        let closed = crate::leader::tests_support::closed_fence();
+        let closed = crate::runtime::leader::tests_support::closed_fence();
         let h = health(Some((closed, Mutex::new(true))));
         let (code, body) = report(&h.checks(), "healthz");
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);

@@ -14,7 +14,9 @@
 //! - On clean shutdown the Lease is released (holder cleared) so a
 //!   successor takes over at once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -51,20 +53,19 @@ impl Fence {
             Some(s) => s
                 .renewed
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .is_some_and(|t| t.elapsed() < s.renew_deadline),
         }
     }
 
     fn renewed_at(&self, at: Instant) {
         if let Some(s) = &self.0 {
-            *s.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+            *s.renewed.lock() = Some(at);
         }
     }
 
     fn close(&self) {
         if let Some(s) = &self.0 {
-            *s.renewed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *s.renewed.lock() = None;
         }
     }
 }
@@ -255,7 +256,7 @@ impl Elector {
         // The renewal counts from before the request: a slow answer never
         // extends our claim beyond what the others can see.
         self.fence.renewed_at(started);
-        *self.ours.lock().unwrap_or_else(|p| p.into_inner()) = lease.metadata.resource_version;
+        *self.ours.lock() = lease.metadata.resource_version;
     }
 
     /// Waits until the Lease is ours.
@@ -316,7 +317,7 @@ impl Elector {
     /// Only if it is still ours (compare-and-swap on our last write).
     pub async fn release(&self) {
         self.fence.close();
-        let Some(rv) = self.ours.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+        let Some(rv) = self.ours.lock().clone() else {
             return;
         };
         let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {

@@ -3,101 +3,12 @@
 //! Node's NetworkUnavailable condition.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 
 use ccm_provider_sdk::proto::{self, NodeAddress};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::node;
-
-/// A parsed CIDR, normalised to its network address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cidr {
-    network: u128,
-    len: u8,
-    v6: bool,
-}
-
-impl Cidr {
-    /// Strict parsing: `a.b.c.d/n` or `x::y/n`, no leading zeros.
-    pub fn parse(s: &str) -> Option<Cidr> {
-        let (addr, len) = s.split_once('/')?;
-        if len.is_empty() || len.starts_with('+') || (len.len() > 1 && len.starts_with('0')) {
-            return None;
-        }
-        let len: u8 = len.parse().ok()?;
-        let (bits, v6, width) = match addr.parse::<IpAddr>().ok()? {
-            IpAddr::V4(a) => (u128::from(u32::from(a)), false, 32),
-            IpAddr::V6(a) => (u128::from(a), true, 128),
-        };
-        if len > width {
-            return None;
-        }
-        let host_bits = u32::from(width - len);
-        let mask = if host_bits >= 128 {
-            0
-        } else {
-            !((1u128 << host_bits) - 1)
-        };
-        Some(Cidr {
-            network: bits & mask & Self::width_mask(v6),
-            len,
-            v6,
-        })
-    }
-
-    fn width_mask(v6: bool) -> u128 {
-        if v6 { u128::MAX } else { u128::from(u32::MAX) }
-    }
-
-    fn last(&self) -> u128 {
-        let width = if self.v6 { 128 } else { 32 };
-        let host_bits = u32::from(width - self.len);
-        let hosts = if host_bits >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << host_bits) - 1
-        };
-        self.network | (hosts & Self::width_mask(self.v6))
-    }
-
-    fn contains_range(&self, other: &Cidr) -> bool {
-        self.v6 == other.v6
-            && self.len <= other.len
-            && other.network >= self.network
-            && other.last() <= self.last()
-    }
-
-    pub fn is_v6(&self) -> bool {
-        self.v6
-    }
-}
-
-/// `--cluster-cidr`: one CIDR, or two of different families, as upstream.
-pub fn parse_cluster_cidrs(flag: &str) -> Result<Vec<Cidr>, String> {
-    let entries: Vec<&str> = flag.split(',').map(str::trim).collect();
-    let cidrs = entries
-        .iter()
-        .map(|e| {
-            Cidr::parse(e).ok_or_else(|| {
-                format!(
-                    "invalid --cluster-cidr {flag:?}: {e:?} is not a CIDR such as 10.244.0.0/16"
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    match cidrs.as_slice() {
-        [_] => Ok(cidrs),
-        [a, b] if a.v6 != b.v6 => Ok(cidrs),
-        [_, _] => Err(format!(
-            "len of ClusterCIDRs==2 and they are not configured as dual stack (at least one from each IPFamily): {flag:?}"
-        )),
-        _ => Err(format!(
-            "length of clusterCIDRs is:{} more than max allowed of 2",
-            cidrs.len()
-        )),
-    }
-}
+pub use crate::cidr::Cidr;
+use crate::k8s::node;
 
 /// Whether a route is ours to delete: its whole destination lies inside a
 /// cluster CIDR. (Upstream also takes routes with only their first or last
@@ -264,6 +175,7 @@ pub fn condition_current(n: &Node, status: &str, reason: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cidr::parse_cluster_cidrs;
 
     fn cidrs(s: &str) -> Vec<Cidr> {
         parse_cluster_cidrs(s).unwrap()

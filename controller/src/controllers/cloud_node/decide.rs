@@ -1,6 +1,5 @@
-//! Pure Node logic shared by the node controllers: translating Nodes for the
-//! provider, computing the initialisation patch and the address list. No
-//! I/O here, so every rule is unit-tested.
+//! cloud-node-controller's decisions, without I/O: the initialisation patch
+//! of a tainted Node and the address list the provider's answer implies.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -8,109 +7,7 @@ use std::net::IpAddr;
 use ccm_provider_sdk::proto::{self, NodeAddressType};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 
-pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
-pub const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
-
-pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
-pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
-pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
-pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
-pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
-
-pub fn name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
-}
-
-pub fn provider_id(node: &Node) -> &str {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .unwrap_or_default()
-}
-
-pub fn taints(node: &Node) -> &[Taint] {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default()
-}
-
-pub fn has_taint(node: &Node, key: &str) -> bool {
-    taints(node).iter().any(|t| t.key == key)
-}
-
-pub fn addresses(node: &Node) -> &[NodeAddress] {
-    node.status
-        .as_ref()
-        .and_then(|s| s.addresses.as_deref())
-        .unwrap_or_default()
-}
-
-/// The Node's Ready condition status: "True", "False" or "Unknown" (also
-/// when the condition is missing).
-pub fn ready_status(node: &Node) -> &str {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status.as_str())
-        .unwrap_or("Unknown")
-}
-
-fn address_type_to_k8s(t: i32) -> Option<&'static str> {
-    Some(match NodeAddressType::try_from(t).ok()? {
-        NodeAddressType::Hostname => "Hostname",
-        NodeAddressType::InternalIp => "InternalIP",
-        NodeAddressType::ExternalIp => "ExternalIP",
-        NodeAddressType::InternalDns => "InternalDNS",
-        NodeAddressType::ExternalDns => "ExternalDNS",
-        NodeAddressType::Unspecified => return None,
-    })
-}
-
-fn address_type_from_k8s(t: &str) -> NodeAddressType {
-    match t {
-        "Hostname" => NodeAddressType::Hostname,
-        "InternalIP" => NodeAddressType::InternalIp,
-        "ExternalIP" => NodeAddressType::ExternalIp,
-        "InternalDNS" => NodeAddressType::InternalDns,
-        "ExternalDNS" => NodeAddressType::ExternalDns,
-        _ => NodeAddressType::Unspecified,
-    }
-}
-
-/// The slim view of a Node the provider gets.
-pub fn node_ref(node: &Node) -> proto::NodeRef {
-    proto::NodeRef {
-        name: name(node).to_owned(),
-        uid: node.metadata.uid.clone().unwrap_or_default(),
-        provider_id: provider_id(node).to_owned(),
-        addresses: addresses(node)
-            .iter()
-            .filter(|a| address_type_from_k8s(&a.type_) != NodeAddressType::Unspecified)
-            .map(|a| proto::NodeAddress {
-                r#type: address_type_from_k8s(&a.type_) as i32,
-                address: a.address.clone(),
-            })
-            .collect(),
-        labels: node
-            .metadata
-            .labels
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-        annotations: node
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-    }
-}
+use crate::k8s::node::*;
 
 /// Why a node cannot be initialised yet. The node keeps its taint and is
 /// retried with backoff.
@@ -523,24 +420,5 @@ mod tests {
             ga_label_fixes(&n),
             [(LABEL_ZONE.to_string(), "z1".to_string())].into()
         );
-    }
-
-    #[test]
-    fn node_refs_carry_identity_and_skip_unknown_address_types() {
-        let mut n = tainted("n1");
-        n.status
-            .as_mut()
-            .unwrap()
-            .addresses
-            .as_mut()
-            .unwrap()
-            .push(NodeAddress {
-                type_: "Weird".into(),
-                address: "x".into(),
-            });
-        let r = node_ref(&n);
-        assert_eq!(r.name, "n1");
-        assert_eq!(r.addresses.len(), 1);
-        assert_eq!(r.labels["team"], "a");
     }
 }

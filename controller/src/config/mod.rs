@@ -1,0 +1,464 @@
+//! Command-line flags: upstream's names and defaults where they exist, plus
+//! ours for the provider connection, grouped by what they configure and
+//! parsed into typed values. Messages use upstream's wording.
+
+mod controllers;
+pub mod duration;
+
+use std::net::IpAddr;
+use std::num::{NonZeroU16, NonZeroUsize};
+use std::time::Duration;
+
+use clap::{Args, Parser, ValueEnum};
+
+pub use controllers::{ControllerName, enabled_controllers};
+
+use crate::cidr::{Cidr, parse_cluster_cidrs};
+
+/// Why the flags cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0:?} is not in the list of known controllers")]
+    UnknownController(String),
+    #[error("{0}")]
+    LeaderElection(String),
+    #[error("{0}")]
+    ClusterCidr(String),
+}
+
+/// A Kubernetes cloud-controller-manager whose cloud lives in a provider
+/// process reached over gRPC on a Unix socket.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "cloud-controller-manager", version, about, long_about = None)]
+pub struct Options {
+    /// Without a subcommand: run the controllers.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub kube: KubeClientArgs,
+    #[command(flatten)]
+    pub controllers: ControllersArgs,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    #[command(flatten)]
+    pub logging: LoggingArgs,
+    #[command(flatten)]
+    pub compat: CompatArgs,
+    #[cfg(feature = "fault-injection")]
+    #[command(flatten)]
+    pub faults: FaultArgs,
+}
+
+/// How the controller talks to the kube-apiserver.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Kubernetes")]
+pub struct KubeClientArgs {
+    /// Path to a kubeconfig. Empty: in-cluster configuration, then
+    /// $KUBECONFIG / ~/.kube/config.
+    #[arg(long, default_value = "")]
+    pub kubeconfig: String,
+
+    /// Requests per second to the kube-apiserver; 0 or less: no limit.
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+
+    /// Burst of requests to the kube-apiserver.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+}
+
+/// What the controllers do and how much in parallel.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Controllers")]
+pub struct ControllersArgs {
+    /// Name of the cluster; passed to the provider in every load balancer and
+    /// route call.
+    #[arg(long, default_value = "kubernetes", value_parser = non_empty("--cluster-name cannot be empty"))]
+    pub cluster_name: String,
+
+    /// Controllers to run: '*' for all, 'name' to enable, '-name' to
+    /// disable. Known: cloud-node-controller (cloud-node),
+    /// cloud-node-lifecycle-controller (cloud-node-lifecycle),
+    /// service-lb-controller (service), node-route-controller (route);
+    /// opt-in (not in '*'): pv-label-controller (pv-label).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+
+    /// How often the lifecycle controller checks NotReady nodes with the
+    /// provider.
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    pub node_monitor_period: Duration,
+
+    /// How often initialised nodes' addresses are refreshed from the provider.
+    #[arg(long, default_value = "5m", value_parser = duration::parse)]
+    pub node_status_update_frequency: Duration,
+
+    /// Nodes initialised in parallel.
+    #[arg(long, default_value = "1", value_parser = positive::<NonZeroU16>("concurrent-node-syncs must be a positive number"))]
+    pub concurrent_node_syncs: NonZeroU16,
+
+    /// Services synced in parallel, and the parallelism of backend updates
+    /// after node changes. Upstream defaults to 1, which makes one slow
+    /// load balancer delay every other Service; provider mutations stay
+    /// bounded by --provider-max-concurrency.
+    #[arg(long, default_value = "10", value_parser = positive::<NonZeroU16>("concurrent-service-syncs must be between 1 and 65535"))]
+    pub concurrent_service_syncs: NonZeroU16,
+
+    /// Nodes whose addresses are refreshed in parallel; 0 means
+    /// --concurrent-node-syncs.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16))]
+    pub concurrent_node_status_updates: u16,
+
+    /// Whether the route controller creates cloud routes for pod CIDRs
+    /// (needs a provider with routes and --cluster-cidr).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub configure_cloud_routes: bool,
+
+    /// The pod network: one CIDR, or two (one per IP family) separated by a
+    /// comma. Routes are only ever created or deleted inside it.
+    #[arg(long, default_value = "", value_parser = cluster_cidrs)]
+    pub cluster_cidr: ClusterCidrs,
+
+    /// How often the route controller lists the cloud's routes and
+    /// reconciles them (start to start).
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub route_reconciliation_period: Duration,
+}
+
+impl ControllersArgs {
+    /// Parallelism of the address refresh.
+    pub fn node_status_workers(&self) -> usize {
+        match self.concurrent_node_status_updates {
+            0 => usize::from(self.concurrent_node_syncs.get()),
+            n => usize::from(n),
+        }
+    }
+}
+
+/// `--cluster-cidr`: empty (unset) or one or two CIDRs, checked as upstream
+/// does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterCidrs(pub Vec<Cidr>);
+
+fn cluster_cidrs(flag: &str) -> Result<ClusterCidrs, String> {
+    if flag.trim().is_empty() {
+        return Ok(ClusterCidrs::default());
+    }
+    parse_cluster_cidrs(flag).map(ClusterCidrs)
+}
+
+/// The provider connection.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Provider")]
+pub struct ProviderArgs {
+    /// The provider's gRPC endpoint, a Unix socket.
+    #[arg(
+        long,
+        global = true,
+        env = "CLOUD_PROVIDER_ENDPOINT",
+        default_value = ccm_provider_sdk::DEFAULT_ENDPOINT,
+        value_parser = provider_endpoint,
+    )]
+    pub provider_endpoint: String,
+
+    /// Deadline of identity calls (info, capabilities, probe).
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    pub provider_identity_timeout: Duration,
+
+    /// Deadline of provider reads (instances, load balancer status, listings).
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    pub provider_read_timeout: Duration,
+
+    /// Deadline of provider mutations (load balancers, routes).
+    #[arg(long, default_value = "5m", value_parser = duration::parse)]
+    pub provider_mutation_timeout: Duration,
+
+    /// Most provider calls in flight at once, across all controllers.
+    #[arg(long, default_value = "64", value_parser = positive::<NonZeroUsize>("--provider-max-concurrency must be a positive number"))]
+    pub provider_max_concurrency: NonZeroUsize,
+}
+
+fn provider_endpoint(s: &str) -> Result<String, String> {
+    ccm_provider_sdk::socket_path(s).map_err(|e| e.to_string())?;
+    Ok(s.to_owned())
+}
+
+/// Leader election on a `coordination.k8s.io/v1` Lease.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct LeaderElectionArgs {
+    /// Run only while holding the leader Lease, so replicas never both act.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// How long a Lease not renewed is respected by the other replicas.
+    #[arg(long, default_value = "15s", value_parser = duration::parse)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps acting without a successful renewal
+    /// (after that it stops writing, then exits).
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often the Lease is renewed or its acquisition retried.
+    #[arg(long, default_value = "2s", value_parser = duration::parse)]
+    pub leader_elect_retry_period: Duration,
+
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+
+    /// Name of the Lease.
+    #[arg(long, default_value = "cloud-controller-manager")]
+    pub leader_elect_resource_name: String,
+}
+
+/// The admin server.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Admin server")]
+pub struct AdminArgs {
+    /// Address of the admin server (/healthz, /livez, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// Port of the admin server, plain HTTP (upstream's --secure-port
+    /// serves HTTPS on the same port number; see docs/controller.md); 0
+    /// disables it.
+    #[arg(long, default_value_t = 10258)]
+    pub admin_port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LoggingArgs {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+}
+
+/// Flags accepted so that upstream manifests keep working.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Compatibility")]
+pub struct CompatArgs {
+    /// Accepted for compatibility with upstream manifests; the provider is
+    /// whatever answers on --provider-endpoint.
+    #[arg(long, default_value = "")]
+    pub cloud_provider: String,
+}
+
+/// Test builds only (feature `fault-injection`): faults the supervision
+/// tests need.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Args)]
+pub struct FaultArgs {
+    /// Panic this controller's task right after it starts.
+    #[arg(long, hide = true, value_parser = |s: &str| ControllerName::parse(s).ok_or_else(|| format!("unknown controller {s:?}")))]
+    pub inject_panic: Option<ControllerName>,
+}
+
+/// Subcommands besides running the controllers.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Diagnostics for the provider behind --provider-endpoint.
+    #[command(subcommand)]
+    Provider(ProviderCommand),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ProviderCommand {
+    /// Prints the provider's identity, capabilities, annotation schema,
+    /// readiness (Probe) and clusters (ListClusters, Master).
+    Info {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+}
+
+impl Options {
+    /// Checks what one flag alone cannot; returns the enabled controllers.
+    pub fn validate(&self) -> Result<Vec<ControllerName>, ConfigError> {
+        if self.leader_election.leader_elect {
+            self.leader_election
+                .lease_config(String::new())
+                .validate()
+                .map_err(ConfigError::LeaderElection)?;
+        }
+        enabled_controllers(&self.controllers.controllers)
+    }
+}
+
+impl LeaderElectionArgs {
+    /// The elector's settings for the replica `identity`.
+    pub fn lease_config(&self, identity: String) -> crate::runtime::leader::Config {
+        crate::runtime::leader::Config {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            identity,
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        }
+    }
+}
+
+impl ProviderArgs {
+    /// The client's deadlines and limits from the flags.
+    pub fn client_options(&self) -> ccm_provider_sdk::ClientOptions {
+        ccm_provider_sdk::ClientOptions {
+            identity_timeout: self.provider_identity_timeout,
+            read_timeout: self.provider_read_timeout,
+            mutation_timeout: self.provider_mutation_timeout,
+            max_concurrency: Some(self.provider_max_concurrency.get()),
+            ..Default::default()
+        }
+    }
+}
+
+/// A value parser for a positive count whose error is `message`.
+fn positive<T>(message: &'static str) -> impl Fn(&str) -> Result<T, String> + Clone
+where
+    T: std::str::FromStr,
+{
+    move |s| s.trim().parse::<T>().map_err(|_| message.to_owned())
+}
+
+fn non_empty(message: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |s| {
+        if s.is_empty() {
+            Err(message.to_owned())
+        } else {
+            Ok(s.to_owned())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ControllerName::*;
+
+    fn error_of(args: &[&str]) -> String {
+        Options::try_parse_from(args).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn flags_parse_with_upstream_defaults() {
+        let o = Options::try_parse_from(["ccm"]).unwrap();
+        assert_eq!(o.controllers.cluster_name, "kubernetes");
+        assert_eq!(o.controllers.node_monitor_period, Duration::from_secs(5));
+        assert_eq!(
+            o.controllers.node_status_update_frequency,
+            Duration::from_secs(300)
+        );
+        assert_eq!(o.kube.kube_api_qps, 20.0);
+        assert_eq!(o.kube.kube_api_burst, 30);
+        assert_eq!(
+            o.controllers.concurrent_service_syncs.get(),
+            10,
+            "ours: upstream's is 1"
+        );
+        assert!(o.controllers.configure_cloud_routes);
+        assert_eq!(
+            o.controllers.route_reconciliation_period,
+            Duration::from_secs(10)
+        );
+        assert_eq!(o.controllers.cluster_cidr, ClusterCidrs::default());
+        assert_eq!(o.logging.log_format, LogFormat::Plain);
+        assert_eq!(o.admin.bind_address, IpAddr::from([0, 0, 0, 0]));
+        let off = Options::try_parse_from(["ccm", "--configure-cloud-routes=false"]).unwrap();
+        assert!(!off.controllers.configure_cloud_routes);
+        assert_eq!(
+            o.validate().unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute]
+        );
+        let o = Options::try_parse_from([
+            "ccm",
+            "--controllers=*,-cloud-node",
+            "--node-monitor-period=1m30s",
+            "--cluster-cidr=10.244.0.0/16,fd00::/56",
+            "--log-format=json",
+        ])
+        .unwrap();
+        assert_eq!(o.controllers.node_monitor_period, Duration::from_secs(90));
+        assert_eq!(o.controllers.cluster_cidr.0.len(), 2);
+        assert_eq!(o.logging.log_format, LogFormat::Json);
+        assert_eq!(
+            o.validate().unwrap(),
+            vec![CloudNodeLifecycle, ServiceLb, NodeRoute]
+        );
+        assert!(Options::try_parse_from(["ccm", "--node-monitor-period=5"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_upstream_wording() {
+        for (flag, message) in [
+            (
+                "--concurrent-node-syncs=0",
+                "concurrent-node-syncs must be a positive number",
+            ),
+            (
+                "--concurrent-node-syncs=-3",
+                "concurrent-node-syncs must be a positive number",
+            ),
+            (
+                "--concurrent-service-syncs=70000",
+                "concurrent-service-syncs must be between 1 and 65535",
+            ),
+            (
+                "--provider-max-concurrency=0",
+                "--provider-max-concurrency must be a positive number",
+            ),
+            ("--cluster-name=", "--cluster-name cannot be empty"),
+            ("--cluster-cidr=10.244.0.0/33", "is not a CIDR"),
+            (
+                "--cluster-cidr=10.244.0.0/16,10.245.0.0/16",
+                "not configured as dual stack",
+            ),
+            ("--provider-endpoint=tcp://x:1", "unix://"),
+            ("--log-format=xml", "possible values: plain, json"),
+            ("--bind-address=not-an-ip", "invalid IP address syntax"),
+        ] {
+            let err = error_of(&["ccm", flag]);
+            assert!(err.contains(message), "{flag}: {err}");
+        }
+        let o = Options::try_parse_from([
+            "ccm",
+            "--leader-elect-lease-duration=5s",
+            "--leader-elect-renew-deadline=10s",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.validate().unwrap_err().to_string(),
+            "leaseDuration must be greater than renewDeadline"
+        );
+        let o = Options::try_parse_from(["ccm", "--controllers=*,bogus"]).unwrap();
+        assert_eq!(
+            o.validate().unwrap_err(),
+            ConfigError::UnknownController("bogus".into())
+        );
+    }
+
+    #[test]
+    fn address_refresh_parallelism_defaults_to_node_syncs() {
+        let o = Options::try_parse_from(["ccm", "--concurrent-node-syncs=4"]).unwrap();
+        assert_eq!(o.controllers.node_status_workers(), 4);
+        let o = Options::try_parse_from(["ccm", "--concurrent-node-status-updates=7"]).unwrap();
+        assert_eq!(o.controllers.node_status_workers(), 7);
+    }
+}

@@ -1,0 +1,85 @@
+//! What every running controller is handed: the Kubernetes and provider
+//! clients, the shared Node cache, its name as field manager and event
+//! reporter, and the metrics. Controller-specific state lives with each
+//! controller.
+
+use std::sync::Arc;
+
+use ccm_provider_sdk::ProviderClient;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource};
+
+use crate::runtime::metrics::ControllerMetrics;
+
+/// Settings and clients of one running controller.
+pub struct Context {
+    pub client: Client,
+    pub provider: ProviderClient,
+    pub nodes: Store<Node>,
+    pub cluster_name: String,
+    pub recorder: Recorder,
+    /// The field manager of this controller's writes.
+    pub manager: &'static str,
+    pub metrics: ControllerMetrics,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        provider: ProviderClient,
+        nodes: Store<Node>,
+        cluster_name: String,
+        manager: &'static str,
+        metrics: ControllerMetrics,
+    ) -> Arc<Self> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: manager.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Arc::new(Context {
+            client,
+            provider,
+            nodes,
+            cluster_name,
+            recorder,
+            manager,
+            metrics,
+        })
+    }
+
+    /// Patch parameters naming this controller as the field manager.
+    pub fn patch_params(&self) -> kube::api::PatchParams {
+        kube::api::PatchParams {
+            field_manager: Some(self.manager.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Publishes an Event; failures are logged, never fatal.
+    pub async fn event<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(reason, error = %e, "failed to publish event");
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The controllers, one folder each: its pure decisions (`decide.rs`) and
+//! its I/O (`mod.rs`) side by side, with its own state and error type.
+//! [`start`] is the one table from a controller's name to its task.
+
+pub mod backoff;
+pub mod cloud_node;
+pub mod context;
+pub mod node_lifecycle;
+pub mod node_route;
+pub mod pv_label;
+pub mod service_lb;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::sync::Arc;
+
+use ccm_provider_sdk::ProviderClient;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::runtime::reflector::Store;
+
+use crate::config::{ControllerName, ControllersArgs};
+use crate::runtime::metrics::ControllerMetrics;
+use context::Context;
+
+/// Changed Nodes, as the shared Node watch delivers them.
+pub type NodeEvents = BoxStream<'static, Arc<Node>>;
+
+/// What the runtime hands to every controller it starts.
+#[derive(Clone)]
+pub struct Shared {
+    pub client: Client,
+    pub provider: ProviderClient,
+    /// The shared Node cache, synced before any controller starts.
+    pub nodes: Store<Node>,
+    /// Bumped whenever the node set changes, for controllers that react to
+    /// the set rather than to one Node.
+    pub node_changes: tokio::sync::watch::Receiver<u64>,
+    pub metrics: ControllerMetrics,
+}
+
+/// The controller `name` as one task that runs until the process stops.
+/// `node_events` is its subscription to the Node watch when
+/// [`ControllerName::follows_node_events`].
+pub fn start(
+    name: ControllerName,
+    shared: &Shared,
+    args: &ControllersArgs,
+    node_events: Option<NodeEvents>,
+) -> BoxFuture<'static, ()> {
+    let ctx = Context::new(
+        shared.client.clone(),
+        shared.provider.clone(),
+        shared.nodes.clone(),
+        args.cluster_name.clone(),
+        name.canonical(),
+        shared.metrics.clone(),
+    );
+    match name {
+        ControllerName::CloudNode => cloud_node::run(
+            ctx,
+            node_events.unwrap_or_else(|| {
+                futures::StreamExt::boxed(futures::stream::pending::<Arc<Node>>())
+            }),
+            cloud_node::Settings {
+                workers: args.concurrent_node_syncs.get(),
+                status_period: args.node_status_update_frequency,
+                status_workers: args.node_status_workers(),
+            },
+        )
+        .boxed(),
+        ControllerName::CloudNodeLifecycle => {
+            node_lifecycle::run(ctx, args.node_monitor_period).boxed()
+        }
+        ControllerName::ServiceLb => service_lb::run(
+            ctx,
+            shared.node_changes.clone(),
+            args.concurrent_service_syncs.get(),
+        )
+        .boxed(),
+        ControllerName::NodeRoute => node_route::run(
+            ctx,
+            args.cluster_cidr.0.clone(),
+            args.route_reconciliation_period,
+            shared.node_changes.clone(),
+        )
+        .boxed(),
+        ControllerName::PvLabel => pv_label::run(ctx).boxed(),
+    }
+}

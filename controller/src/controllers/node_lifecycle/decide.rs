@@ -1,0 +1,84 @@
+//! cloud-node-lifecycle-controller's decisions, without I/O: the taint list
+//! a Node should have given whether its instance is shut down.
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+
+use crate::k8s::node::{self, SHUTDOWN_TAINT};
+
+fn shutdown_taint() -> Taint {
+    Taint {
+        key: SHUTDOWN_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }
+}
+
+fn is_shutdown_taint(t: &Taint) -> bool {
+    t.key == SHUTDOWN_TAINT && t.effect == "NoSchedule"
+}
+
+/// The Node's taints with the shutdown taint added or removed, or `None`
+/// when they already say `shut_down`.
+pub fn taints_for(n: &Node, shut_down: bool) -> Option<Vec<Taint>> {
+    let taints = node::taints(n);
+    let has = taints.iter().any(is_shutdown_taint);
+    match (shut_down, has) {
+        (true, false) => {
+            let mut with = taints.to_vec();
+            with.push(shutdown_taint());
+            Some(with)
+        }
+        (false, true) => Some(
+            taints
+                .iter()
+                .filter(|t| !is_shutdown_taint(t))
+                .cloned()
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+
+    fn with_taints(keys: &[&str]) -> Node {
+        Node {
+            spec: Some(NodeSpec {
+                taints: Some(
+                    keys.iter()
+                        .map(|k| Taint {
+                            key: (*k).into(),
+                            effect: "NoSchedule".into(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn shutdown_taint_follows_the_answer_and_keeps_the_others() {
+        let plain = with_taints(&["dedicated"]);
+        let added = taints_for(&plain, true).unwrap();
+        assert_eq!(
+            added.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(),
+            ["dedicated", SHUTDOWN_TAINT]
+        );
+        assert_eq!(taints_for(&plain, false), None);
+        let tainted = with_taints(&[SHUTDOWN_TAINT, "dedicated"]);
+        assert_eq!(taints_for(&tainted, true), None);
+        let removed = taints_for(&tainted, false).unwrap();
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].key, "dedicated");
+        // A NoExecute taint with the same key is someone else's.
+        let mut other = with_taints(&[SHUTDOWN_TAINT]);
+        other.spec.as_mut().unwrap().taints.as_mut().unwrap()[0].effect = "NoExecute".into();
+        assert_eq!(taints_for(&other, true).unwrap().len(), 2);
+    }
+}

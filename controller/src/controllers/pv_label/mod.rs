@@ -1,0 +1,162 @@
+//! pv-label-controller (opt-in): topology labels for PersistentVolumes
+//! provisioned outside CSI, from the provider's VolumesService (upstream's
+//! `PVLabeler`, once the PersistentVolumeLabel admission plugin). Labels a
+//! PersistentVolume already has are never overwritten.
+//!
+//! Modern clusters do not need it: a CSI driver reports topology itself
+//! (`NodeGetInfo` accessible topology, then the PersistentVolume's
+//! `spec.nodeAffinity`), which the scheduler uses directly. It exists for
+//! volumes of in-tree plugins and for CSI drivers that report no topology.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use ccm_provider_sdk::proto::Volume;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::Patch;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::json;
+
+mod decide;
+
+use super::backoff::Backoff;
+use super::context::Context;
+use crate::k8s::node::{LABEL_REGION, LABEL_ZONE};
+pub use decide::{cloud_volume, labels_to_add};
+
+/// Why one PersistentVolume could not be labelled; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("failed to get labels for volume {volume}: {source}")]
+    VolumeLabels {
+        volume: String,
+        source: ccm_provider_sdk::ClientError,
+    },
+}
+
+struct State {
+    ctx: Arc<Context>,
+    backoff: Backoff,
+    /// PersistentVolume uids the provider had nothing (more) for.
+    done: Mutex<HashSet<String>>,
+}
+
+async fn reconcile(pv: Arc<PersistentVolume>, state: Arc<State>) -> Result<Action, Error> {
+    let uid = pv.uid().unwrap_or_default();
+    let labels = pv.labels();
+    let has_topology = labels.contains_key(LABEL_ZONE) && labels.contains_key(LABEL_REGION);
+    if has_topology || state.done.lock().contains(&uid) {
+        return Ok(Action::await_change());
+    }
+    let Some((driver, volume_id)) = cloud_volume(&pv) else {
+        return Ok(Action::await_change());
+    };
+    let answer = state
+        .ctx
+        .provider
+        .get_volume_labels(Volume {
+            name: pv.name_any(),
+            uid: uid.clone(),
+            labels: labels.clone().into_iter().collect(),
+            driver,
+            volume_id,
+        })
+        .await
+        .map_err(|source| Error::VolumeLabels {
+            volume: pv.name_any(),
+            source,
+        })?;
+    let add = labels_to_add(labels, answer);
+    if !add.is_empty() {
+        // The resourceVersion makes it conditional: a label someone adds in
+        // between is never overwritten (409, then a retry sees it).
+        let patch = json!({ "metadata": {
+            "resourceVersion": pv.resource_version(),
+            "labels": add,
+        }});
+        Api::<PersistentVolume>::all(state.ctx.client.clone())
+            .patch(
+                &pv.name_any(),
+                &state.ctx.patch_params(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        tracing::info!(volume = %pv.name_any(), labels = ?add, "labelled persistent volume");
+    }
+    state.done.lock().insert(uid);
+    state.backoff.succeeded(&pv.name_any());
+    Ok(Action::await_change())
+}
+
+fn error_policy(pv: Arc<PersistentVolume>, err: &Error, state: Arc<State>) -> Action {
+    state.backoff.requeue(&pv.name_any(), err)
+}
+
+/// Runs the controller until the process stops.
+pub async fn run(ctx: Arc<Context>) {
+    let api = Api::<PersistentVolume>::all(ctx.client.clone());
+    let state = Arc::new(State {
+        ctx,
+        backoff: Backoff::default(),
+        done: Mutex::default(),
+    });
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, state)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::*;
+    use ccm_fake_provider::FakeConfig;
+    use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec};
+    use kube::api::ObjectMeta;
+
+    #[tokio::test]
+    async fn cloud_volumes_get_the_labels_they_lack_once() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, api) = accepting_api();
+        let state = Arc::new(State {
+            ctx: context(client, &provider, vec![]),
+            backoff: Backoff::default(),
+            done: Mutex::default(),
+        });
+        let pv = Arc::new(PersistentVolume {
+            metadata: ObjectMeta {
+                name: Some("data".into()),
+                uid: Some("uid-data".into()),
+                resource_version: Some("5".into()),
+                labels: Some([(LABEL_ZONE.to_owned(), "mine".to_owned())].into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeSpec {
+                csi: Some(CSIPersistentVolumeSource {
+                    driver: ccm_fake_provider::state::VOLUME_DRIVERS[0].into(),
+                    volume_handle: "vol-1".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        reconcile(pv.clone(), state.clone()).await.unwrap();
+        let patch = api.all().pop().expect("a label patch");
+        assert_eq!(patch.line(), "PATCH /api/v1/persistentvolumes/data");
+        assert_eq!(patch.body["metadata"]["resourceVersion"], "5");
+        let labels = patch.body["metadata"]["labels"].as_object().unwrap();
+        assert!(labels.contains_key(LABEL_REGION), "{labels:?}");
+        assert!(!labels.contains_key(LABEL_ZONE), "never overwritten");
+
+        reconcile(pv, state).await.unwrap();
+        assert_eq!(api.all().len(), 1, "done once per uid");
+    }
+}

@@ -1,0 +1,156 @@
+//! The backend half of the service-lb-controller: when the node set
+//! changes, one UpdateLoadBalancer per Service whose backends differ.
+
+use std::sync::Arc;
+
+use ccm_provider_sdk::LbOutcome;
+use ccm_provider_sdk::proto;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::{BACKEND_COALESCE, Lb, Record, decide};
+use crate::k8s::node;
+
+/// Calls UpdateLoadBalancer for every Service this process ensured whose
+/// backends differ from the current node set. Returns how many it updated.
+async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
+    let nodes: Vec<Arc<Node>> = lb.ctx.nodes.state();
+    let current = decide::backend_digest(
+        nodes
+            .iter()
+            .filter(|n| decide::is_backend(n))
+            .map(|n| (node::name(n), node::provider_id(n))),
+    );
+    let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
+        .records
+        .lock()
+        .iter()
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .collect();
+    let updated = std::sync::atomic::AtomicUsize::new(0);
+    futures::stream::iter(records)
+        .for_each_concurrent(workers.max(1), |(key, record)| {
+            let current = &current;
+            let updated = &updated;
+            async move {
+                let mut record = record.lock().await;
+                if record.ensured.is_none() || record.backends == Some(*current) {
+                    return;
+                }
+                let Some((ns, name)) = key.split_once('/') else {
+                    return;
+                };
+                let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) else {
+                    return;
+                };
+                if !decide::wants_load_balancer(&svc) || decide::needs_cleanup(&svc) {
+                    return;
+                }
+                let nodes = lb.current_backends();
+                record.backends = Some(*current);
+                updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                lb.ctx.metrics.lb_syncs.inc();
+                if !update_one(lb, &svc, nodes.as_ref().clone()).await {
+                    lb.ctx.metrics.nodesync_errors.inc();
+                    record.ensured = None;
+                    let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
+                }
+            }
+        })
+        .await;
+    updated.into_inner()
+}
+
+/// One UpdateLoadBalancer, upstream's way: on failure, the load balancer
+/// is looked up and a missing one counts as success. False asks for a
+/// full Ensure.
+async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool {
+    let key = decide::key(svc);
+    let request = match decide::to_proto(svc) {
+        Ok(r) => r,
+        Err(_) => return false,
+    };
+    let ctx = &lb.ctx;
+    match ctx
+        .provider
+        .update_load_balancer(&ctx.cluster_name, request.clone(), nodes.clone())
+        .await
+    {
+        Ok(answer) => {
+            lb.provider_warnings(svc, &answer.warnings).await;
+            if matches!(answer.outcome, LbOutcome::Done(())) {
+                if nodes.is_empty() {
+                    lb.event(
+                        svc,
+                        EventType::Warning,
+                        "UnAvailableLoadBalancer",
+                        "There are no available nodes for LoadBalancer".into(),
+                    )
+                    .await;
+                } else {
+                    lb.event(
+                        svc,
+                        EventType::Normal,
+                        "UpdatedLoadBalancer",
+                        "Updated load balancer with new hosts".into(),
+                    )
+                    .await;
+                }
+            }
+            true
+        }
+        Err(err) => match ctx
+            .provider
+            .get_load_balancer(&ctx.cluster_name, request)
+            .await
+        {
+            Ok(None) => true,
+            Ok(Some(_)) => {
+                lb.event(
+                    svc,
+                    EventType::Warning,
+                    "UpdateLoadBalancerFailed",
+                    format!(
+                        "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
+                        decide::node_names_for_event(&nodes),
+                        nodes.len()
+                    ),
+                )
+                .await;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(service = %key, update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
+                false
+            }
+        },
+    }
+}
+
+/// Keeps every load balancer's backends equal to the node set.
+pub(super) async fn follow_nodes(
+    lb: Arc<Lb>,
+    services: Store<Service>,
+    mut node_changes: tokio::sync::watch::Receiver<u64>,
+    workers: usize,
+) {
+    while node_changes.changed().await.is_ok() {
+        tokio::time::sleep(BACKEND_COALESCE).await;
+        node_changes.mark_unchanged();
+        let pass = std::time::Instant::now();
+        let updated = sync_backends(&lb, &services, workers).await;
+        lb.ctx
+            .metrics
+            .nodesync_latency
+            .observe(pass.elapsed().as_secs_f64());
+        lb.ctx
+            .metrics
+            .queues
+            .processed("node", pass.elapsed(), false);
+        if updated > 0 {
+            tracing::info!(services = updated, "updated load balancer backends");
+        }
+    }
+}

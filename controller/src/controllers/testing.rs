@@ -1,0 +1,177 @@
+//! Fixtures for unit tests of the controllers' I/O halves (as kube-rs's
+//! controller-rs `fixtures.rs`): a scripted Kubernetes API that records
+//! every request, and the fake provider on a temporary socket.
+
+use std::sync::Arc;
+
+use ccm_fake_provider::{FakeCloud, FakeConfig};
+use ccm_provider_sdk::ProviderClient;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::context::Context;
+use crate::runtime::metrics::ControllerMetrics;
+
+/// One request the controller sent to the API server.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: http::Method,
+    /// Path and query.
+    pub path: String,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Call {
+    /// `"PATCH /api/v1/nodes/n1"`, without the query.
+    pub fn line(&self) -> String {
+        let path = self.path.split('?').next().unwrap_or_default();
+        format!("{} {path}", self.method)
+    }
+
+    pub fn is_event(&self) -> bool {
+        self.path.contains("/events")
+    }
+}
+
+/// The requests recorded so far, in order.
+#[derive(Clone, Default)]
+pub struct Recorded(Arc<Mutex<Vec<Call>>>);
+
+impl Recorded {
+    pub fn all(&self) -> Vec<Call> {
+        self.0.lock().clone()
+    }
+
+    /// Every request but Event writes, as `line()`s.
+    pub fn writes(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter(|c| !c.is_event() && c.method != http::Method::GET)
+            .map(Call::line)
+            .collect()
+    }
+
+    /// The reasons of the Events published, in order.
+    pub fn event_reasons(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter(|c| c.is_event() && c.method == http::Method::POST)
+            .filter_map(|c| c.body["reason"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// A client whose API server answers every request with `respond`
+/// (status, JSON body).
+pub fn mock_api(
+    respond: impl Fn(&Call) -> (u16, Value) + Send + Sync + 'static,
+) -> (Client, Recorded) {
+    let recorded = Recorded::default();
+    let log = recorded.clone();
+    let respond = Arc::new(respond);
+    let service = tower::service_fn(move |req: http::Request<Body>| {
+        let log = log.clone();
+        let respond = respond.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect_bytes().await?;
+            let call = Call {
+                method: parts.method,
+                path: parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+                content_type: parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            let (status, answer) = respond(&call);
+            log.0.lock().push(call);
+            let response = http::Response::builder()
+                .status(status)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Body::from(serde_json::to_vec(&answer).unwrap_or_default()))
+                .map_err(kube::Error::HttpError)?;
+            Ok::<_, kube::Error>(response)
+        }
+    });
+    (Client::new(service, "default"), recorded)
+}
+
+/// An API server that accepts every write, answering with what was sent
+/// (enough for callers that only read the answer's metadata).
+pub fn accepting_api() -> (Client, Recorded) {
+    mock_api(|call| match call.method {
+        http::Method::DELETE => (
+            200,
+            serde_json::json!({"kind": "Status", "status": "Success"}),
+        ),
+        _ => (200, call.body.clone()),
+    })
+}
+
+/// The fake provider serving on a temporary socket while this lives.
+pub struct Provider {
+    pub fake: FakeCloud,
+    pub client: ProviderClient,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn fake_provider(config: FakeConfig) -> Provider {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+    let fake = FakeCloud::new(config).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = fake.clone().serve(endpoint.clone(), async {
+        let _ = stopped.await;
+    });
+    tokio::spawn(server);
+    let client = ProviderClient::connect_lazy(&endpoint, Default::default()).unwrap();
+    Provider {
+        fake,
+        client,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+/// A controller context over `client`, `provider` and a Node cache
+/// holding `nodes`.
+pub fn context(client: Client, provider: &Provider, nodes: Vec<Node>) -> Arc<Context> {
+    let (store, mut writer) = reflector::store();
+    for n in nodes {
+        writer.apply_watcher_event(&watcher::Event::Apply(n));
+    }
+    let mut registry = prometheus_client::registry::Registry::default();
+    Context::new(
+        client,
+        provider.client.clone(),
+        store,
+        "kubernetes".into(),
+        "test-controller",
+        ControllerMetrics::register(&mut registry),
+    )
+}
+
+/// Waits until the fake provider answers (its socket appears).
+pub async fn ready(provider: &Provider) {
+    for _ in 0..200 {
+        if provider.client.handshake().await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the fake provider did not start");
+}

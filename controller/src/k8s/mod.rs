@@ -1,0 +1,4 @@
+//! Kubernetes helpers every controller shares: Node accessors and
+//! well-known keys.
+
+pub mod node;

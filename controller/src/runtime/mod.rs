@@ -1,0 +1,275 @@
+//! The manager: builds the clients, serves the admin endpoints, holds the
+//! leader Lease, and starts and supervises the controllers.
+//!
+//! ```text
+//! start ─► kube client (rate limit, fence) ─► admin server ─► acquire Lease
+//!       ─► provider handshake ─► runnable controllers (capabilities)
+//!       ─► Node watch (one, shared) ─► cache synced ─► controllers
+//!       ─► run until: shutdown │ Lease lost │ a supervised task stops
+//! ```
+
+pub mod admin;
+pub mod kube_client;
+pub mod leader;
+pub mod metrics;
+pub mod node_watch;
+pub mod startup;
+pub mod supervisor;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kube::Client;
+use parking_lot::Mutex;
+
+use crate::config::{ConfigError, ControllerName, Options};
+use crate::controllers::{self, Shared};
+use admin::Health;
+use leader::{Elector, Fence, LeaderError};
+use node_watch::NodeWatch;
+use supervisor::{Supervisor, TaskFailed};
+
+/// Why the manager stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid provider endpoint: {0}")]
+    Provider(#[from] ccm_provider_sdk::ClientError),
+    #[error("kubernetes client: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("error running controllers: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Admin(#[from] admin::BindError),
+    #[error("{0}")]
+    Leadership(#[from] LeaderError),
+    #[error(transparent)]
+    TaskFailed(#[from] TaskFailed),
+}
+
+/// What the running manager is made of.
+struct Manager {
+    opts: Options,
+    client: Client,
+    provider: ccm_provider_sdk::ProviderClient,
+    elector: Option<Elector>,
+    /// Taken when the controllers start.
+    node_watch: Option<NodeWatch>,
+    health: Arc<Health>,
+    manager_metrics: metrics::ManagerMetrics,
+    controller_metrics: metrics::ControllerMetrics,
+}
+
+impl Manager {
+    fn build(opts: Options, config: kube::Config) -> Result<Self, RunError> {
+        let elector = if opts.leader_election.leader_elect {
+            let cfg = opts
+                .leader_election
+                .lease_config(leader::default_identity());
+            cfg.validate().map_err(ConfigError::LeaderElection)?;
+            // Its own client: never rate-limited behind controller traffic,
+            // never fenced (it carries the fence's renewals).
+            let lease_client = kube_client::client(config.clone(), 0.0, 0, Fence::open())?;
+            Some(Elector::new(lease_client, cfg))
+        } else {
+            None
+        };
+        let fence = elector.as_ref().map_or_else(Fence::open, Elector::fence);
+        let client = kube_client::client(
+            config,
+            opts.kube.kube_api_qps,
+            opts.kube.kube_api_burst,
+            fence.clone(),
+        )?;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let provider = startup::provider_client(
+            &opts.provider,
+            metrics::ProviderMetrics::register(&mut registry),
+            fence,
+        )?;
+        let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
+        let controller_metrics = metrics::ControllerMetrics::register(&mut registry);
+        let node_watch = NodeWatch::new();
+        let health = Arc::new(Health {
+            controllers: Mutex::default(),
+            leader: elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),
+            node_cache_synced: node_watch.synced(),
+            provider: provider.clone(),
+            registry: Mutex::new(registry),
+        });
+        Ok(Manager {
+            opts,
+            client,
+            provider,
+            elector,
+            node_watch: Some(node_watch),
+            health,
+            manager_metrics,
+            controller_metrics,
+        })
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.health.set_leading(leading);
+        self.manager_metrics.set_leader(
+            &self.opts.leader_election.leader_elect_resource_name,
+            leading,
+        );
+    }
+
+    /// Starts the runnable controllers and supervises them. Returns only
+    /// on a failure: every task runs until the process stops.
+    async fn run_controllers(&mut self, enabled: &[ControllerName]) -> Result<(), RunError> {
+        let handshake =
+            startup::wait_for_provider(&self.provider, &self.opts.provider.provider_endpoint).await;
+        let runnable = startup::runnable(enabled, &handshake, &self.opts.controllers)?;
+
+        let mut watch = self.node_watch.take().unwrap_or_default();
+        // Subscribed before the watch starts, so they see the first listing.
+        let mut node_events: Vec<_> = runnable
+            .iter()
+            .map(|c| c.follows_node_events().then(|| watch.subscribe()))
+            .collect();
+        let shared = Shared {
+            client: self.client.clone(),
+            provider: self.provider.clone(),
+            nodes: watch.store(),
+            node_changes: watch.changes(),
+            metrics: self.controller_metrics.clone(),
+        };
+        let mut synced = watch.synced();
+        let mut supervisor = Supervisor::new(self.health.clone());
+        supervisor.spawn("node-watch", watch.drive(self.client.clone()));
+        let watch_ended = tokio::select! {
+            ready = synced.wait_for(|s| *s) => ready.is_err(),
+            failed = supervisor.failure() => return Err(failed.into()),
+        };
+        if watch_ended {
+            // The watch's task ended: the supervisor says how.
+            return Err(supervisor.failure().await.into());
+        }
+        tracing::info!(nodes = shared.nodes.len(), "node cache synced");
+
+        for (c, events) in runnable.iter().zip(node_events.drain(..)) {
+            tracing::info!(controller = c.canonical(), "starting");
+            self.health.add_controller(c.canonical());
+            self.manager_metrics.set_running(c.alias(), true);
+            let task = controllers::start(*c, &shared, &self.opts.controllers, events);
+            #[cfg(feature = "fault-injection")]
+            let task = faults::maybe_panic(*c, self.opts.faults.inject_panic, task);
+            supervisor.spawn(c.canonical(), task);
+        }
+        let failed = supervisor.failure().await;
+        for c in &runnable {
+            if c.canonical() == failed.task {
+                self.manager_metrics.set_running(c.alias(), false);
+            }
+        }
+        Err(failed.into())
+    }
+}
+
+/// Runs the enabled controllers until `shutdown` completes, talking to the
+/// cluster `config` points at. With `--leader-elect`, only while holding
+/// the Lease: losing it is an error (the process should exit, as
+/// upstream); a clean shutdown releases it. A controller that stops or
+/// panics stops the manager with an error (see [`supervisor`]).
+pub async fn run(
+    opts: Options,
+    enabled: Vec<ControllerName>,
+    config: kube::Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let mut manager = Manager::build(opts, config)?;
+    let admin = if manager.opts.admin.admin_port == 0 {
+        None
+    } else {
+        let listener = admin::bind(
+            manager.opts.admin.bind_address,
+            manager.opts.admin.admin_port,
+        )
+        .await?;
+        tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "admin server serving /healthz /livez /readyz /metrics");
+        let router = admin::router(manager.health.clone());
+        Some(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "admin server stopped");
+            }
+        }))
+    };
+    let mut shutdown = std::pin::pin!(shutdown);
+
+    if let Some(e) = &manager.elector {
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = &mut shutdown => {
+                tracing::info!("shutting down before acquiring the lease");
+                if let Some(a) = admin { a.abort(); }
+                return Ok(());
+            }
+        }
+        manager.set_leading(true);
+    }
+    let elector = manager.elector.take();
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    // Whichever ends first: dropping the controllers' future cancels every
+    // reconcile and in-flight provider call; the fence then keeps anything
+    // left from writing.
+    let mut still_leading = true;
+    let result = tokio::select! {
+        r = manager.run_controllers(&enabled) => r,
+        lost = lost => {
+            tracing::error!(error = %lost, "stopping: leadership lost");
+            still_leading = false;
+            Err(RunError::Leadership(lost))
+        }
+        _ = &mut shutdown => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    };
+    if let Some(e) = &elector {
+        manager.set_leading(false);
+        if still_leading {
+            // Also after a controller failed: a standby takes over at once
+            // instead of waiting out the lease.
+            e.release().await;
+        }
+    }
+    if let Some(a) = admin {
+        a.abort();
+    }
+    result
+}
+
+#[cfg(feature = "fault-injection")]
+mod faults {
+    use futures::FutureExt;
+    use futures::future::BoxFuture;
+
+    use crate::config::ControllerName;
+
+    /// `--inject-panic`: the controller's task panics shortly after it
+    /// starts, as a bug would.
+    pub fn maybe_panic(
+        c: ControllerName,
+        target: Option<ControllerName>,
+        task: BoxFuture<'static, ()>,
+    ) -> BoxFuture<'static, ()> {
+        if target != Some(c) {
+            return task;
+        }
+        async move {
+            tokio::select! {
+                _ = task => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+            }
+            panic!("injected panic in {c}");
+        }
+        .boxed()
+    }
+}

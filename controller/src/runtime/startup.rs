@@ -1,0 +1,145 @@
+//! Startup: the provider client, waiting for the provider's handshake, and
+//! which of the enabled controllers can run with its capabilities.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
+
+use super::leader::Fence;
+use super::metrics::ProviderMetrics;
+use crate::config::{ConfigError, ControllerName, ControllersArgs, ProviderArgs};
+
+/// The provider client configured from the flags, reporting every call to
+/// `metrics`, its mutations gated by `fence`.
+pub fn provider_client(
+    args: &ProviderArgs,
+    metrics: ProviderMetrics,
+    fence: Fence,
+) -> Result<ProviderClient, ClientError> {
+    ProviderClient::connect_lazy(
+        &args.provider_endpoint,
+        ccm_provider_sdk::ClientOptions {
+            observer: Some(Arc::new(metrics)),
+            mutation_gate: Some(Arc::new(fence)),
+            ..args.client_options()
+        },
+    )
+}
+
+/// Waits until the provider answers its handshake. The provider sidecar may
+/// start after us; we wait rather than crash-loop.
+pub async fn wait_for_provider(provider: &ProviderClient, endpoint: &str) -> Arc<Handshake> {
+    let mut delay = Duration::from_millis(200);
+    let mut logged = false;
+    loop {
+        match provider.handshake().await {
+            Ok(h) => return h,
+            Err(e) if !logged => {
+                tracing::info!(endpoint, error = %e, "waiting for the provider");
+                logged = true;
+            }
+            Err(e) => tracing::debug!(endpoint, error = %e, "provider not answering yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// The enabled controllers that can run: the provider has the capability
+/// each needs, and the route controller is configured as upstream requires
+/// (`--configure-cloud-routes`, then a `--cluster-cidr`, whose absence stops
+/// the process).
+pub fn runnable(
+    enabled: &[ControllerName],
+    handshake: &Handshake,
+    args: &ControllersArgs,
+) -> Result<Vec<ControllerName>, ConfigError> {
+    let mut out = Vec::new();
+    for &c in enabled {
+        let capability = c.required_capability();
+        if c == ControllerName::NodeRoute && !args.configure_cloud_routes {
+            tracing::info!(
+                "will not configure cloud provider routes: --configure-cloud-routes is false"
+            );
+            continue;
+        }
+        if !handshake.has(capability) {
+            if c == ControllerName::NodeRoute {
+                tracing::warn!(
+                    "--configure-cloud-routes is set, but cloud provider does not support routes. Will not configure cloud provider routes."
+                );
+            } else {
+                tracing::warn!(
+                    controller = c.canonical(),
+                    capability = ?capability,
+                    provider = %handshake.info.name,
+                    "the provider lacks the capability this controller needs; not starting it"
+                );
+            }
+            continue;
+        }
+        if c == ControllerName::NodeRoute && args.cluster_cidr.0.is_empty() {
+            return Err(ConfigError::ClusterCidr(
+                "invalid --cluster-cidr \"\": the route controller needs the pod network, such as 10.244.0.0/16".into(),
+            ));
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Options;
+    use ControllerName::*;
+    use ccm_provider_sdk::proto::Capability;
+    use clap::Parser;
+
+    fn handshake(caps: &[Capability]) -> Handshake {
+        Handshake {
+            info: Default::default(),
+            capabilities: caps.iter().copied().collect(),
+            annotations: Default::default(),
+            connection: 1,
+        }
+    }
+
+    fn args(flags: &[&str]) -> ControllersArgs {
+        let mut all = vec!["ccm"];
+        all.extend(flags);
+        Options::try_parse_from(all).unwrap().controllers
+    }
+
+    #[test]
+    fn controllers_follow_capabilities_and_route_flags() {
+        let enabled = [CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute];
+        let instances_only = handshake(&[Capability::Instances]);
+        assert_eq!(
+            runnable(&enabled, &instances_only, &args(&[])).unwrap(),
+            vec![CloudNode, CloudNodeLifecycle]
+        );
+        let all = handshake(&[
+            Capability::Instances,
+            Capability::LoadBalancers,
+            Capability::Routes,
+        ]);
+        assert_eq!(
+            runnable(&enabled, &all, &args(&["--cluster-cidr=10.244.0.0/16"])).unwrap(),
+            enabled
+        );
+        assert_eq!(
+            runnable(&enabled, &all, &args(&["--configure-cloud-routes=false"])).unwrap(),
+            vec![CloudNode, CloudNodeLifecycle, ServiceLb]
+        );
+        let err = runnable(&enabled, &all, &args(&[])).unwrap_err();
+        assert!(err.to_string().contains("--cluster-cidr"), "{err}");
+        // No routes capability: no cluster CIDR needed.
+        assert!(
+            runnable(&[NodeRoute], &instances_only, &args(&[]))
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

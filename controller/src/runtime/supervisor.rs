@@ -1,0 +1,120 @@
+//! Supervision of the long-running tasks (the Node watch and every
+//! controller). Each runs until the process stops, so a task that returns
+//! or panics is a failure: its `/healthz` check turns red and the manager
+//! stops with an error, and the kubelet restarts the container. Restarting
+//! the task in place was the alternative; it was not taken because a panic
+//! leaves a controller's in-memory state (records, backoffs, locks) in an
+//! unknown shape, and a fresh process rebuilds all of it from the API
+//! server and the provider, which are the sources of truth.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::task::{Id, JoinSet};
+
+use super::admin::Health;
+
+/// A supervised task stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("{task} stopped unexpectedly: {cause}")]
+pub struct TaskFailed {
+    pub task: &'static str,
+    pub cause: String,
+}
+
+pub struct Supervisor {
+    tasks: JoinSet<()>,
+    names: HashMap<Id, &'static str>,
+    health: Arc<Health>,
+}
+
+impl Supervisor {
+    pub fn new(health: Arc<Health>) -> Self {
+        Supervisor {
+            tasks: JoinSet::new(),
+            names: HashMap::new(),
+            health,
+        }
+    }
+
+    /// Starts `task` under `name`.
+    pub fn spawn(&mut self, name: &'static str, task: impl Future<Output = ()> + Send + 'static) {
+        let handle = self.tasks.spawn(task);
+        self.names.insert(handle.id(), name);
+    }
+
+    /// Waits for the first task to stop, marks it failed in `/healthz`, and
+    /// says why. Never resolves while every task runs (nor with no task).
+    pub async fn failure(&mut self) -> TaskFailed {
+        let Some(joined) = self.tasks.join_next_with_id().await else {
+            return std::future::pending().await;
+        };
+        let (id, cause) = match joined {
+            Ok((id, ())) => (id, "it returned".to_owned()),
+            Err(e) if e.is_panic() => {
+                let id = e.id();
+                let payload = e.into_panic();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".to_owned());
+                (id, format!("it panicked: {message}"))
+            }
+            Err(e) => (e.id(), "it was cancelled".to_owned()),
+        };
+        let task = self.names.remove(&id).unwrap_or("unknown task");
+        self.health.mark_failed(task);
+        tracing::error!(task, %cause, "a supervised task stopped; stopping the manager");
+        TaskFailed { task, cause }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_panicking_task_is_reported_and_fails_healthz() {
+        let health = Arc::new(Health::for_tests());
+        health.add_controller("steady");
+        health.add_controller("crashing");
+        let mut s = Supervisor::new(health.clone());
+        s.spawn("steady", std::future::pending());
+        s.spawn("crashing", async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            panic!("boom");
+        });
+        let failed = tokio::time::timeout(Duration::from_secs(5), s.failure())
+            .await
+            .expect("the panic is noticed");
+        assert_eq!(failed.task, "crashing");
+        assert_eq!(failed.cause, "it panicked: boom");
+        assert_eq!(
+            health.checks(),
+            vec![("steady".to_owned(), true), ("crashing".to_owned(), false)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_that_returns_is_a_failure_too() {
+        let health = Arc::new(Health::for_tests());
+        let mut s = Supervisor::new(health);
+        s.spawn("node-watch", async {});
+        let failed = s.failure().await;
+        assert_eq!(failed.task, "node-watch");
+        assert_eq!(failed.cause, "it returned");
+    }
+
+    #[tokio::test]
+    async fn nothing_to_supervise_never_fails() {
+        let mut s = Supervisor::new(Arc::new(Health::for_tests()));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), s.failure())
+                .await
+                .is_err()
+        );
+    }
+}
