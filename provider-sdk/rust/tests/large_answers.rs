@@ -3,7 +3,8 @@
 //! the ones whose client happened to set the limit.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+
+mod common;
 
 use ccm_provider_sdk::proto::{Volume, Zone};
 use ccm_provider_sdk::{
@@ -112,28 +113,14 @@ fn rejected_for_content(
 #[tokio::test]
 async fn zones_volumes_and_clusters_answers_of_10_mib_reach_the_client() {
     const { assert!(TEN_MIB < MAX_MESSAGE_BYTES) };
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("provider.sock");
-    let endpoint = format!("unix://{}", path.display());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn({
-        let server = ProviderServer::new(Big)
+    let serving = common::serve(
+        ProviderServer::new(Big)
             .with_zones(Big)
             .with_volumes(Big)
-            .with_clusters(Big);
-        let endpoint = endpoint.clone();
-        async move {
-            server
-                .serve(&endpoint, async {
-                    let _ = stopped.await;
-                })
-                .await
-        }
-    });
-    while tokio::net::UnixStream::connect(&path).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
+            .with_clusters(Big),
+    )
+    .await;
+    let c = ProviderClient::connect_lazy(&serving.endpoint, ClientOptions::default()).unwrap();
 
     let names = c.list_clusters().await.unwrap();
     let bytes: usize = names.iter().map(String::len).sum();
@@ -163,6 +150,5 @@ async fn zones_volumes_and_clusters_answers_of_10_mib_reach_the_client() {
         "zone.region",
     );
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    serving.stop().await;
 }

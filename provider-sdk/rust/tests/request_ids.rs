@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use ccm_provider_sdk::client::CallObserver;
 use ccm_provider_sdk::proto::{InstanceMetadata, NodeRef};
 use ccm_provider_sdk::{
@@ -118,28 +120,12 @@ async fn concurrent_calls_on_one_thread_each_log_and_send_their_own_request_id()
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(logs.clone()));
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("provider.sock");
-    let endpoint = format!("unix://{}", path.display());
     let cloud = Recording::default();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn({
-        let server = ProviderServer::new(cloud.clone()).with_instances(cloud.clone());
-        let endpoint = endpoint.clone();
-        async move {
-            server
-                .serve(&endpoint, async {
-                    let _ = stopped.await;
-                })
-                .await
-        }
-    });
-    while tokio::net::UnixStream::connect(&path).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let serving =
+        common::serve(ProviderServer::new(cloud.clone()).with_instances(cloud.clone())).await;
     let counts = Arc::new(Counts::default());
     let c = ProviderClient::connect_lazy(
-        &endpoint,
+        &serving.endpoint,
         ClientOptions {
             observer: Some(counts.clone()),
             ..Default::default()
@@ -197,6 +183,5 @@ async fn concurrent_calls_on_one_thread_each_log_and_send_their_own_request_id()
         ])
     );
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    serving.stop().await;
 }

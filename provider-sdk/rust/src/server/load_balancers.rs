@@ -22,8 +22,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<GetLoadBalancerResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let cluster = cluster_name(&r.cluster_name)?;
-        let service = validate::service("service", &r.service).map_err(invalid_request)?;
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
         let status = call(
             "GetLoadBalancer",
             &ctx,
@@ -48,8 +47,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let cluster = cluster_name(&r.cluster_name)?;
-        let service = validate::service("service", &r.service).map_err(invalid_request)?;
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
         let name = call(
             "GetLoadBalancerName",
             &ctx,
@@ -71,8 +69,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
         let ctx = context(&req);
         let r = req.into_inner();
-        let cluster = cluster_name(&r.cluster_name)?;
-        let service = validate::service("service", &r.service).map_err(invalid_request)?;
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
         validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
         let answer = call(
             "EnsureLoadBalancer",
@@ -88,9 +85,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
                 ensure_load_balancer_response::Result::Status(status)
             }
             LbOutcome::ImplementedElsewhere(message) => {
-                ensure_load_balancer_response::Result::ImplementedElsewhere(ImplementedElsewhere {
-                    message,
-                })
+                ensure_load_balancer_response::Result::ImplementedElsewhere(elsewhere(message))
             }
         };
         Ok(Response::new(EnsureLoadBalancerResponse {
@@ -105,8 +100,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
         let ctx = context(&req);
         let r = req.into_inner();
-        let cluster = cluster_name(&r.cluster_name)?;
-        let service = validate::service("service", &r.service).map_err(invalid_request)?;
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
         validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
         let answer = call(
             "UpdateLoadBalancer",
@@ -120,9 +114,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
                 update_load_balancer_response::Result::Updated(LoadBalancerUpdated {})
             }
             LbOutcome::ImplementedElsewhere(message) => {
-                update_load_balancer_response::Result::ImplementedElsewhere(ImplementedElsewhere {
-                    message,
-                })
+                update_load_balancer_response::Result::ImplementedElsewhere(elsewhere(message))
             }
         };
         Ok(Response::new(UpdateLoadBalancerResponse {
@@ -137,8 +129,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let cluster = cluster_name(&r.cluster_name)?;
-        let service = validate::service("service", &r.service).map_err(invalid_request)?;
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
         let warnings = call(
             "EnsureLoadBalancerDeleted",
             &ctx,
@@ -186,4 +177,15 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
             next_page_token,
         }))
     }
+}
+
+/// The cluster and Service every load balancer request names, checked.
+fn target(cluster: &str, service: &Option<Service>) -> Result<(String, Service), Status> {
+    let cluster = cluster_name(cluster)?;
+    let service = validate::service("service", service).map_err(invalid_request)?;
+    Ok((cluster, service))
+}
+
+fn elsewhere(message: String) -> ImplementedElsewhere {
+    ImplementedElsewhere { message }
 }
