@@ -32,6 +32,8 @@ testenv: testenv-bin ## Start a local control plane and print how to use it (Ctr
 lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf lint/format/breaking.
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features client --locked -- -D warnings
+	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features server --locked -- -D warnings
 	cd tests/testenv && $(GO_ENV) go vet ./...
 	hack/buf.sh
 

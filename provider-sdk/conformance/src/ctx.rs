@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +17,7 @@ use ccm_provider_sdk::proto::{
 };
 use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError};
 use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Request, Response, Status};
 use tonic_types::StatusExt;
@@ -476,29 +476,29 @@ impl Ctx {
     // ---- bookkeeping of what the run created ----
 
     pub fn track_service(&self, s: &Service) {
-        let mut c = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.created.lock();
         c.services.insert(s.uid.clone(), s.clone());
     }
 
     pub fn untrack_service(&self, s: &Service) {
-        let mut c = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.created.lock();
         c.services.remove(&s.uid);
     }
 
     pub fn track_route(&self, r: &Route) {
-        let mut c = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.created.lock();
         c.routes.insert(r.destination_cidr.clone(), r.clone());
     }
 
     pub fn untrack_route(&self, r: &Route) {
-        let mut c = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.created.lock();
         c.routes.remove(&r.destination_cidr);
     }
 
     /// Deletes what the run created and did not see deleted. `None` when
     /// there was nothing to clean up.
     pub async fn cleanup(&self) -> Option<Outcome> {
-        let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(|e| e.into_inner()));
+        let created = std::mem::take(&mut *self.created.lock());
         if created.services.is_empty() && created.routes.is_empty() {
             return None;
         }

@@ -11,7 +11,17 @@
 //! ([`ProviderError`]), `tracing` spans carrying the controller's request id,
 //! and graceful shutdown on SIGTERM.
 //!
-//! The same crate ships [`ProviderClient`], which the controller uses.
+//! The same crate ships `ProviderClient`, which the controller uses.
+//!
+//! # Features
+//!
+//! - `server` (default): [`ProviderServer`], what a provider needs.
+//! - `client`: `ProviderClient`, what the controller needs.
+//!
+//! Both sides share the contract types ([`proto`]), the errors
+//! ([`error`]), the provider-facing types ([`provider`]), the validation
+//! of requests and answers ([`validate`]) and the socket handling
+//! ([`endpoint`]); neither depends on the other.
 //!
 //! # A complete provider
 //!
@@ -82,24 +92,31 @@
 //! }
 //! ```
 
+#[cfg(feature = "client")]
 pub mod client;
+pub mod endpoint;
 pub mod error;
+#[cfg(feature = "server")]
 pub mod paginate;
 pub mod provider;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod validate;
 
 /// The generated contract types (`ccmrs.cloudprovider.v1`).
 pub use ccm_proto::v1 as proto;
 
+#[cfg(feature = "client")]
 pub use client::{ClientError, ClientOptions, Handshake, ProviderClient};
+pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use provider::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome, LoadBalancerEntry,
     LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes, Zones,
     cluster_scoped_load_balancer_name, default_load_balancer_name,
 };
-pub use server::{ProviderServer, ServeError, bind_socket, socket_path};
+#[cfg(feature = "server")]
+pub use server::ProviderServer;
 
 /// Both sides accept messages up to this size (the contract's minimum).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

@@ -1,0 +1,381 @@
+//! The one path every RPC takes. The per-service files only build the
+//! request, pick an [`Rpc`] (deadline class, capability, mutation key) and
+//! convert the answer; everything that must be the same for every call
+//! (message limits, deadline, request id, key lock and mutation gate,
+//! observer and log line) happens here, once.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tonic::{Request, Response, Status};
+
+use super::error::invalid_answer;
+use super::rpcs::{ServiceClient, Unary};
+use super::{ClientError, ProviderClient};
+use crate::error::{ProviderError, reason_str};
+use crate::proto::{self, Capability};
+use crate::validate::Checked;
+
+/// Which of [`ClientOptions`](super::ClientOptions)' deadlines a call gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeadlineClass {
+    Identity,
+    Read,
+    Mutation,
+}
+
+/// How one RPC is sent, besides its request.
+pub(super) struct Rpc {
+    deadline: DeadlineClass,
+    /// Checked against the handshake before anything is sent.
+    needs: Option<Capability>,
+    /// Mutations only: the idempotency key no two calls of this client may
+    /// hold at once.
+    mutation_key: Option<String>,
+}
+
+impl Rpc {
+    /// A call answered from what the provider knows about itself.
+    pub(super) fn identity() -> Self {
+        Rpc {
+            deadline: DeadlineClass::Identity,
+            needs: None,
+            mutation_key: None,
+        }
+    }
+
+    /// A call that asks the cloud.
+    pub(super) fn read() -> Self {
+        Rpc {
+            deadline: DeadlineClass::Read,
+            ..Rpc::identity()
+        }
+    }
+
+    /// A call that changes the cloud: one at a time per `key`, and only
+    /// while the mutation gate allows.
+    pub(super) fn mutation(key: String) -> Self {
+        Rpc {
+            deadline: DeadlineClass::Mutation,
+            mutation_key: Some(key),
+            ..Rpc::identity()
+        }
+    }
+
+    /// Refuses the call with [`ClientError::Unsupported`] unless the
+    /// provider advertised `capability`.
+    pub(super) fn needs(self, capability: Capability) -> Self {
+        Rpc {
+            needs: Some(capability),
+            ..self
+        }
+    }
+}
+
+static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
+
+impl ProviderClient {
+    /// Sends one RPC and returns its checked answer.
+    ///
+    /// In order: the capability is required (handshaking if the connection
+    /// is new); a mutation waits for its key, then asks the gate (after the
+    /// lock, so a call that waited is still refused if the gate closed
+    /// meanwhile); the request gets its deadline and request id and goes
+    /// out on a client with the message limits; the observer and the log
+    /// hear about the call; `answer` converts the response, and a violation
+    /// it finds becomes [`ClientError::InvalidResponse`] naming the method.
+    pub(super) async fn call<Req: Unary, T>(
+        &self,
+        rpc: Rpc,
+        message: Req,
+        answer: impl FnOnce(Req::Response) -> Checked<T>,
+    ) -> Result<T, ClientError> {
+        if let Some(capability) = rpc.needs {
+            // Boxed: the handshake itself goes through `call`.
+            Box::pin(self.require(capability)).await?;
+        }
+        let _one_at_a_time = match rpc.mutation_key {
+            Some(key) => {
+                let held = self.mutations.lock(key).await;
+                self.gate(Req::METHOD)?;
+                Some(held)
+            }
+            None => None,
+        };
+        let request_id = self.next_request_id();
+        let request = self.request(message, rpc.deadline, &request_id);
+        let client = Req::Client::limited(self.channel.clone(), self.opts.max_message_bytes);
+        let response = self
+            .observed(Req::METHOD, &request_id, Req::send(client, request))
+            .await?;
+        answer(response).map_err(invalid_answer(Req::METHOD))
+    }
+
+    /// The id for the next request: the one given to
+    /// [`with_request_id`](ProviderClient::with_request_id), or a fresh one.
+    /// The provider logs it too, so both sides of a call can be matched.
+    fn next_request_id(&self) -> String {
+        match &self.request_id {
+            Some(id) => id.to_string(),
+            None => format!(
+                "ccm-{}-{}",
+                std::process::id(),
+                NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+
+    fn timeout(&self, class: DeadlineClass) -> Duration {
+        match class {
+            DeadlineClass::Identity => self.opts.identity_timeout,
+            DeadlineClass::Read => self.opts.read_timeout,
+            DeadlineClass::Mutation => self.opts.mutation_timeout,
+        }
+    }
+
+    fn request<T>(&self, message: T, class: DeadlineClass, request_id: &str) -> Request<T> {
+        let mut request = Request::new(message);
+        request.set_timeout(self.timeout(class));
+        if let Ok(v) = request_id.parse() {
+            request.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
+        }
+        request
+    }
+
+    /// Asks the mutation gate; `Refused` when it is closed.
+    fn gate(&self, method: &'static str) -> Result<(), ClientError> {
+        match &self.opts.mutation_gate {
+            Some(gate) if !gate.allows_mutations() => Err(ClientError::Refused { method }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Awaits one RPC, logs it and reports it to the observer, and unwraps
+    /// the answer.
+    async fn observed<T>(
+        &self,
+        method: &'static str,
+        request_id: &str,
+        call: impl Future<Output = Result<Response<T>, Status>>,
+    ) -> Result<T, ClientError> {
+        if let Some(o) = &self.opts.observer {
+            o.started(method);
+        }
+        let started = Instant::now();
+        let result = call.await;
+        let elapsed = started.elapsed();
+        match &result {
+            Ok(_) => tracing::debug!(method, request_id, ?elapsed, "provider call"),
+            Err(status) => tracing::info!(
+                method,
+                request_id,
+                code = ?status.code(),
+                message = status.message(),
+                ?elapsed,
+                "provider call failed"
+            ),
+        }
+        if let Some(o) = &self.opts.observer {
+            let code = result
+                .as_ref()
+                .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+            o.observe(method, code, elapsed);
+            if let Err(status) = &result {
+                let reason = ProviderError::from_status(status).reason().map(reason_str);
+                o.failed(method, reason);
+            }
+        }
+        Ok(result?.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use tonic::transport::Channel;
+
+    use super::*;
+    use crate::client::{CallObserver, ClientOptions, MutationGate};
+
+    /// A client whose calls never reach a provider: [`Echo`] answers in
+    /// place of one, from what the request carries.
+    fn client(opts: ClientOptions) -> ProviderClient {
+        ProviderClient::connect_lazy("unix:///nonexistent/provider.sock", opts).unwrap()
+    }
+
+    struct Unconnected;
+
+    impl ServiceClient for Unconnected {
+        fn limited(_: Channel, _: usize) -> Self {
+            Unconnected
+        }
+    }
+
+    /// Answers with the value of its request's `header`, or fails with it
+    /// as a `CLOUD_UNAVAILABLE` error.
+    struct Echo {
+        header: &'static str,
+        fail: bool,
+    }
+
+    impl Unary for Echo {
+        const METHOD: &'static str = "Echo";
+        type Client = Unconnected;
+        type Response = String;
+        async fn send(_: Unconnected, request: Request<Self>) -> Result<Response<String>, Status> {
+            let value = request.metadata().get(request.get_ref().header);
+            let value = value.unwrap().to_str().unwrap().to_owned();
+            if request.get_ref().fail {
+                return Err(ProviderError::cloud_unavailable(value, None).to_status());
+            }
+            Ok(Response::new(value))
+        }
+    }
+
+    fn echo(header: &'static str) -> Echo {
+        Echo {
+            header,
+            fail: false,
+        }
+    }
+
+    async fn request_id_sent(c: &ProviderClient) -> String {
+        let request = echo(proto::REQUEST_ID_METADATA);
+        c.call(Rpc::read(), request, Ok).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn request_id_is_put_in_the_metadata_generated_or_given() {
+        let c = client(ClientOptions::default());
+        let first = request_id_sent(&c).await;
+        let second = request_id_sent(&c).await;
+        let prefix = format!("ccm-{}-", std::process::id());
+        assert!(first.starts_with(&prefix), "{first}");
+        assert!(second.starts_with(&prefix), "{second}");
+        assert_ne!(first, second, "every call gets its own id");
+        let given = c.with_request_id("reconcile-7");
+        assert_eq!(request_id_sent(&given).await, "reconcile-7");
+        assert_eq!(request_id_sent(&given).await, "reconcile-7");
+    }
+
+    #[tokio::test]
+    async fn each_deadline_class_sets_its_own_grpc_timeout() {
+        let c = client(ClientOptions {
+            identity_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(2),
+            mutation_timeout: Duration::from_secs(3),
+            ..Default::default()
+        });
+        let expected = |secs| {
+            let mut r = Request::new(());
+            r.set_timeout(Duration::from_secs(secs));
+            r.metadata()
+                .get("grpc-timeout")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        for (rpc, secs) in [
+            (Rpc::identity(), 1),
+            (Rpc::read(), 2),
+            (Rpc::mutation("key".into()), 3),
+        ] {
+            let sent = c.call(rpc, echo("grpc-timeout"), Ok).await.unwrap();
+            assert_eq!(sent, expected(secs));
+        }
+    }
+
+    /// Every observer callback, in order, as text.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl CallObserver for Recorder {
+        fn observe(&self, method: &'static str, code: tonic::Code, _: Duration) {
+            self.0.lock().push(format!("observe {method} {code:?}"));
+        }
+        fn started(&self, method: &'static str) {
+            self.0.lock().push(format!("started {method}"));
+        }
+        fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+            self.0.lock().push(format!("failed {method} {reason:?}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_hears_every_call_and_the_reason_of_a_failure() {
+        let recorder = Arc::new(Recorder::default());
+        let c = client(ClientOptions {
+            observer: Some(recorder.clone()),
+            ..Default::default()
+        });
+        request_id_sent(&c).await;
+        let failing = Echo {
+            header: proto::REQUEST_ID_METADATA,
+            fail: true,
+        };
+        let err = c.call(Rpc::read(), failing, Ok).await.unwrap_err();
+        assert_eq!(
+            err.provider_error().unwrap().code(),
+            tonic::Code::Unavailable
+        );
+        assert_eq!(
+            *recorder.0.lock(),
+            [
+                "started Echo",
+                "observe Echo Ok",
+                "started Echo",
+                "observe Echo Unavailable",
+                "failed Echo Some(\"CLOUD_UNAVAILABLE\")",
+            ]
+        );
+    }
+
+    struct Closed;
+
+    impl MutationGate for Closed {
+        fn allows_mutations(&self) -> bool {
+            false
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_refuses_mutations_before_anything_is_sent() {
+        let recorder = Arc::new(Recorder::default());
+        let c = client(ClientOptions {
+            observer: Some(recorder.clone()),
+            mutation_gate: Some(Arc::new(Closed)),
+            ..Default::default()
+        });
+        let rpc = Rpc::mutation("key".into());
+        let err = c.call(rpc, echo("grpc-timeout"), Ok).await.unwrap_err();
+        assert!(
+            matches!(err, ClientError::Refused { method: "Echo" }),
+            "{err:?}"
+        );
+        // Reads do not ask the gate.
+        request_id_sent(&c).await;
+        assert_eq!(*recorder.0.lock(), ["started Echo", "observe Echo Ok"]);
+    }
+
+    #[tokio::test]
+    async fn an_invalid_answer_names_the_method_and_the_field() {
+        let c = client(ClientOptions::default());
+        let request = echo(proto::REQUEST_ID_METADATA);
+        let err = c
+            .call(Rpc::read(), request, |id| {
+                crate::validate::name("answer", &"x".repeat(300 + id.len()))
+            })
+            .await
+            .unwrap_err();
+        match err {
+            ClientError::InvalidResponse { method, violation } => {
+                assert_eq!((method, violation.field.as_str()), ("Echo", "answer"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! IdentityService: the handshake (cached per connection) that tells the
+//! client what the provider supports, and the readiness probe.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::call::Rpc;
+use super::{ClientError, ProviderClient};
+use crate::proto::{
+    AnnotationSchema, Capability, GetProviderCapabilitiesRequest, GetProviderInfoRequest,
+    GetProviderInfoResponse, ProbeRequest, ProbeState,
+};
+use crate::provider::Readiness;
+use crate::validate::{self, Checked, violation};
+
+/// What the provider said about itself on the current connection.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    pub info: GetProviderInfoResponse,
+    pub capabilities: BTreeSet<Capability>,
+    pub annotations: AnnotationSchema,
+    /// Which connection this handshake was made on.
+    pub connection: u64,
+}
+
+impl Handshake {
+    pub fn has(&self, c: Capability) -> bool {
+        self.capabilities.contains(&c)
+    }
+}
+
+impl ProviderClient {
+    /// The handshake for the current connection, made now if the connection
+    /// is new (first call, or the provider restarted).
+    pub async fn handshake(&self) -> Result<Arc<Handshake>, ClientError> {
+        let mut current = self.handshake.lock().await;
+        let before = self.connection_count();
+        if let Some(h) = current.as_ref()
+            && h.connection == before
+            && before != 0
+        {
+            return Ok(h.clone());
+        }
+        let info = self
+            .call(Rpc::identity(), GetProviderInfoRequest {}, |info| {
+                check_info(&info).map(|()| info)
+            })
+            .await?;
+        let request = GetProviderCapabilitiesRequest {
+            controller_version: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        let caps = self.call(Rpc::identity(), request, Ok).await?;
+        let capabilities = caps
+            .capabilities
+            .iter()
+            // Unknown values come from a newer provider; ignoring them is
+            // the safe reading.
+            .filter_map(|c| Capability::try_from(*c).ok())
+            .filter(|c| *c != Capability::Unspecified)
+            .collect();
+        let h = Arc::new(Handshake {
+            info,
+            capabilities,
+            annotations: caps.annotations.unwrap_or_default(),
+            connection: self.connection_count(),
+        });
+        tracing::info!(
+            provider = %h.info.name,
+            version = %h.info.vendor_version,
+            capabilities = ?h.capabilities,
+            connection = h.connection,
+            "provider handshake"
+        );
+        *current = Some(h.clone());
+        Ok(h)
+    }
+
+    /// `Unsupported` unless the provider advertised `c`.
+    pub(super) async fn require(&self, c: Capability) -> Result<(), ClientError> {
+        if self.handshake().await?.has(c) {
+            Ok(())
+        } else {
+            Err(ClientError::Unsupported(c))
+        }
+    }
+
+    pub async fn probe(&self) -> Result<Readiness, ClientError> {
+        self.call(Rpc::identity(), ProbeRequest {}, |r| {
+            Ok(match ProbeState::try_from(r.state) {
+                Ok(ProbeState::Ready) => Readiness::Ready,
+                Ok(ProbeState::Starting) => Readiness::Starting(r.message),
+                Ok(ProbeState::NotReady) => Readiness::NotReady(r.message),
+                // UNSPECIFIED or unknown: not ready, and say why.
+                _ => Readiness::NotReady(format!(
+                    "provider answered an unspecified probe state ({}): {}",
+                    r.state, r.message
+                )),
+            })
+        })
+        .await
+    }
+}
+
+/// Name and providerID scheme are required; the name is at most 63
+/// characters.
+fn check_info(info: &GetProviderInfoResponse) -> Checked {
+    validate::name("name", &info.name)?;
+    if info.name.len() > 63 {
+        return Err(violation("name", "longer than 63 characters"));
+    }
+    validate::name("provider_id_scheme", &info.provider_id_scheme)?;
+    Ok(())
+}

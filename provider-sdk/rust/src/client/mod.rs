@@ -1,0 +1,80 @@
+//! The client the controller uses to call a provider: a lazy connection over
+//! the Unix socket (the controller may start first), a handshake on every
+//! (re)connect, per-call deadlines and request ids, validated and typed
+//! answers, and errors that say whether the operation may have happened.
+//!
+//! Every RPC goes through one call path (`call.rs`: limits, deadline,
+//! request id, key lock and mutation gate, observer and log line), which
+//! learns each request's RPC name and generated client from one table
+//! (`rpcs.rs`). One file per contract service (`identity.rs`,
+//! `instances.rs`, ...) only builds the request, picks the deadline class
+//! and checks the answer.
+
+mod call;
+mod clusters;
+mod connection;
+mod error;
+mod identity;
+mod instances;
+mod key_locks;
+mod load_balancers;
+mod options;
+mod pages;
+mod routes;
+mod rpcs;
+mod volumes;
+mod zones;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tonic::transport::Channel;
+
+pub use error::ClientError;
+pub use identity::Handshake;
+pub use options::{CallObserver, ClientOptions, MutationGate};
+
+use crate::endpoint::socket_path;
+use key_locks::KeyLocks;
+
+/// A provider client. Cheap to clone; clones share the connection and the
+/// handshake.
+#[derive(Clone)]
+pub struct ProviderClient {
+    channel: Channel,
+    connections: Arc<AtomicU64>,
+    handshake: Arc<tokio::sync::Mutex<Option<Arc<Handshake>>>>,
+    opts: ClientOptions,
+    request_id: Option<Arc<str>>,
+    mutations: Arc<KeyLocks>,
+}
+
+impl ProviderClient {
+    /// A client for `unix:///path`. Does not connect: the first call does,
+    /// and every call after a broken connection reconnects.
+    pub fn connect_lazy(endpoint: &str, opts: ClientOptions) -> Result<Self, ClientError> {
+        let path = socket_path(endpoint).map_err(|e| ClientError::Endpoint(e.to_string()))?;
+        let connections = Arc::new(AtomicU64::new(0));
+        let channel = connection::lazy_channel(path, &opts, connections.clone());
+        Ok(ProviderClient {
+            channel,
+            connections,
+            handshake: Default::default(),
+            opts,
+            request_id: None,
+            mutations: Default::default(),
+        })
+    }
+
+    /// A clone whose calls carry `request_id` instead of a generated one.
+    pub fn with_request_id(&self, request_id: impl Into<Arc<str>>) -> Self {
+        let mut c = self.clone();
+        c.request_id = Some(request_id.into());
+        c
+    }
+
+    /// How many connections have been made so far.
+    pub fn connection_count(&self) -> u64 {
+        self.connections.load(Ordering::SeqCst)
+    }
+}

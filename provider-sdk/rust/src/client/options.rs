@@ -1,0 +1,81 @@
+//! How a client is configured: deadlines per RPC class, message limits,
+//! page size, and the two hooks the controller plugs in (an observer for
+//! metrics, a gate for leader election).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::MAX_MESSAGE_BYTES;
+
+/// Deadlines per RPC class.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Identity RPCs and `GetLoadBalancerName`.
+    pub identity_timeout: Duration,
+    /// Reads: instances, `GetLoadBalancer`, list pages, zones, clusters.
+    pub read_timeout: Duration,
+    /// Load balancer and route mutations.
+    pub mutation_timeout: Duration,
+    /// Largest message sent or received.
+    pub max_message_bytes: usize,
+    /// Page size asked of list RPCs.
+    pub page_size: i32,
+    /// Most calls in flight on the connection; `None` for no limit.
+    pub max_concurrency: Option<usize>,
+    /// Told about every call (method, code, duration).
+    pub observer: Option<Arc<dyn CallObserver>>,
+    /// Asked before every mutation (load balancers, routes); `false`
+    /// refuses it with [`ClientError::Refused`](super::ClientError::Refused).
+    /// The controller's leader-election fence.
+    pub mutation_gate: Option<Arc<dyn MutationGate>>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            identity_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(30),
+            mutation_timeout: Duration::from_secs(300),
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            page_size: 500,
+            max_concurrency: None,
+            observer: None,
+            mutation_gate: None,
+        }
+    }
+}
+
+/// Receives one observation per provider call, for metrics.
+pub trait CallObserver: Send + Sync {
+    /// `method` is the RPC name (`"InstanceExists"`), `code` the gRPC code
+    /// of the answer (`Ok` on success).
+    fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration);
+
+    /// A call is about to be sent (for in-flight gauges).
+    fn started(&self, method: &'static str) {
+        let _ = method;
+    }
+
+    /// A failed call carried the contract's error `reason`
+    /// (`"CLOUD_UNAVAILABLE"`), or `None` when it had none.
+    fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+        let _ = (method, reason);
+    }
+}
+
+/// Decides whether mutations may be sent (see `ClientOptions::mutation_gate`).
+pub trait MutationGate: Send + Sync {
+    fn allows_mutations(&self) -> bool;
+}
+
+impl std::fmt::Debug for dyn MutationGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MutationGate")
+    }
+}
+
+impl std::fmt::Debug for dyn CallObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallObserver")
+    }
+}

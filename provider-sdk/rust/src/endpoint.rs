@@ -1,0 +1,106 @@
+//! The Unix socket both sides meet on: parsing `unix://` endpoints, binding
+//! the provider's socket, and the permission check the client makes before
+//! it connects. Client and server depend on this module, never on each
+//! other.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixListener;
+
+/// Why an endpoint could not be served (or, for [`socket_path`], parsed).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("invalid endpoint {endpoint:?}: {reason}")]
+    Endpoint { endpoint: String, reason: String },
+    #[error("socket {path}: {source}")]
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("socket {0} is in use by a running server")]
+    InUse(PathBuf),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Parses `unix:///abs/path` (or `unix:/abs/path`) into a path.
+pub fn socket_path(endpoint: &str) -> Result<PathBuf, ServeError> {
+    let bad = |reason: &str| ServeError::Endpoint {
+        endpoint: endpoint.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let rest = endpoint
+        .strip_prefix("unix://")
+        .or_else(|| endpoint.strip_prefix("unix:"))
+        .ok_or_else(|| bad("only unix:///absolute/path endpoints are supported"))?;
+    if !rest.starts_with('/') {
+        return Err(bad("the socket path must be absolute"));
+    }
+    Ok(PathBuf::from(rest))
+}
+
+/// Binds the socket: removes a stale socket left by a dead server, refuses
+/// to touch a live one or a non-socket file, and sets the permission bits.
+pub async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, ServeError> {
+    let io = |source| ServeError::Socket {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(ServeError::InUse(path.to_owned()));
+            }
+            std::fs::remove_file(path).map_err(io)?;
+        }
+        Ok(_) => {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists and is not a socket; refusing to remove it",
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    Ok(listener)
+}
+
+/// Refuses a socket that users other than the owner and group can reach:
+/// whoever can connect can drive the cloud, so the provider must create it
+/// 0600 or 0660 (the SDK does).
+#[cfg(feature = "client")]
+pub(crate) fn check_socket_permissions(path: &Path) -> std::io::Result<()> {
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if mode & 0o007 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "provider socket {} is reachable by other users (mode {mode:04o}); it must be 0600 or 0660",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            socket_path("unix:///run/p.sock").unwrap(),
+            PathBuf::from("/run/p.sock")
+        );
+        assert_eq!(
+            socket_path("unix:/run/p.sock").unwrap(),
+            PathBuf::from("/run/p.sock")
+        );
+        assert!(socket_path("unix://relative.sock").is_err());
+        assert!(socket_path("tcp://127.0.0.1:1").is_err());
+    }
+}

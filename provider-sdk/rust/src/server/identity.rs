@@ -1,0 +1,58 @@
+//! IdentityService: what the provider is, what it can do (the capabilities
+//! `ProviderServer` derived from the services it was given), and whether
+//! it is ready.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use super::request::{call, context};
+use crate::proto::{self, *};
+use crate::provider::{Identity, Readiness};
+
+pub(super) struct IdentityAdapter<I> {
+    pub(super) identity: Arc<I>,
+    pub(super) capabilities: Vec<Capability>,
+}
+
+#[tonic::async_trait]
+impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I> {
+    async fn get_provider_info(
+        &self,
+        _req: Request<GetProviderInfoRequest>,
+    ) -> Result<Response<GetProviderInfoResponse>, Status> {
+        let info = self.identity.info();
+        Ok(Response::new(GetProviderInfoResponse {
+            name: info.name,
+            vendor_version: info.vendor_version,
+            provider_id_scheme: info.provider_id_scheme,
+            contract_version: proto::CONTRACT_VERSION.to_owned(),
+            has_cluster_id: info.has_cluster_id,
+            manifest: info.manifest.into_iter().collect(),
+        }))
+    }
+
+    async fn get_provider_capabilities(
+        &self,
+        _req: Request<GetProviderCapabilitiesRequest>,
+    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetProviderCapabilitiesResponse {
+            capabilities: self.capabilities.iter().map(|c| *c as i32).collect(),
+            annotations: Some(self.identity.annotation_schema()),
+        }))
+    }
+
+    async fn probe(&self, req: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        let ctx = context(&req);
+        let readiness = call("Probe", &ctx, self.identity.probe(ctx.clone())).await?;
+        let (state, message) = match readiness {
+            Readiness::Ready => (ProbeState::Ready, String::new()),
+            Readiness::Starting(m) => (ProbeState::Starting, m),
+            Readiness::NotReady(m) => (ProbeState::NotReady, m),
+        };
+        Ok(Response::new(ProbeResponse {
+            state: state as i32,
+            message,
+        }))
+    }
+}

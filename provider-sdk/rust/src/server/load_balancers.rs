@@ -1,0 +1,191 @@
+//! LoadBalancerService: requests checked, the provider's [`LoadBalancers`]
+//! called, its answers checked and its listing paginated.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use super::request::{bad_answer, call, cluster_name, context, invalid_request};
+use crate::error::ProviderError;
+use crate::paginate;
+use crate::proto::*;
+use crate::provider::{LbOutcome, LoadBalancers};
+use crate::validate;
+
+pub(super) struct LbAdapter<T>(pub(super) Arc<T>);
+
+#[tonic::async_trait]
+impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbAdapter<T> {
+    async fn get_load_balancer(
+        &self,
+        req: Request<GetLoadBalancerRequest>,
+    ) -> Result<Response<GetLoadBalancerResponse>, Status> {
+        let ctx = context(&req);
+        let r = req.get_ref();
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let status = call(
+            "GetLoadBalancer",
+            &ctx,
+            self.0.get_load_balancer(ctx.clone(), cluster, service),
+        )
+        .await?;
+        Ok(Response::new(match status {
+            Some(status) => GetLoadBalancerResponse {
+                existence: LoadBalancerExistence::Exists as i32,
+                status: Some(status),
+            },
+            None => GetLoadBalancerResponse {
+                existence: LoadBalancerExistence::NotExists as i32,
+                status: None,
+            },
+        }))
+    }
+
+    async fn get_load_balancer_name(
+        &self,
+        req: Request<GetLoadBalancerNameRequest>,
+    ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
+        let ctx = context(&req);
+        let r = req.get_ref();
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let name = call(
+            "GetLoadBalancerName",
+            &ctx,
+            self.0.get_load_balancer_name(ctx.clone(), cluster, service),
+        )
+        .await?;
+        if name.is_empty() {
+            return Err(
+                ProviderError::internal("provider answered an empty load balancer name")
+                    .to_status(),
+            );
+        }
+        Ok(Response::new(GetLoadBalancerNameResponse { name }))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        req: Request<EnsureLoadBalancerRequest>,
+    ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
+        let ctx = context(&req);
+        let r = req.into_inner();
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
+        let answer = call(
+            "EnsureLoadBalancer",
+            &ctx,
+            self.0
+                .ensure_load_balancer(ctx.clone(), cluster, service, r.nodes),
+        )
+        .await?;
+        let result = match answer.outcome {
+            LbOutcome::Done(status) => {
+                validate::load_balancer_status("status", &status)
+                    .map_err(bad_answer("an invalid status"))?;
+                ensure_load_balancer_response::Result::Status(status)
+            }
+            LbOutcome::ImplementedElsewhere(message) => {
+                ensure_load_balancer_response::Result::ImplementedElsewhere(elsewhere(message))
+            }
+        };
+        Ok(Response::new(EnsureLoadBalancerResponse {
+            result: Some(result),
+            warnings: answer.warnings,
+        }))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        req: Request<UpdateLoadBalancerRequest>,
+    ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
+        let ctx = context(&req);
+        let r = req.into_inner();
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
+        let answer = call(
+            "UpdateLoadBalancer",
+            &ctx,
+            self.0
+                .update_load_balancer(ctx.clone(), cluster, service, r.nodes),
+        )
+        .await?;
+        let result = match answer.outcome {
+            LbOutcome::Done(()) => {
+                update_load_balancer_response::Result::Updated(LoadBalancerUpdated {})
+            }
+            LbOutcome::ImplementedElsewhere(message) => {
+                update_load_balancer_response::Result::ImplementedElsewhere(elsewhere(message))
+            }
+        };
+        Ok(Response::new(UpdateLoadBalancerResponse {
+            result: Some(result),
+            warnings: answer.warnings,
+        }))
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        req: Request<EnsureLoadBalancerDeletedRequest>,
+    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
+        let ctx = context(&req);
+        let r = req.get_ref();
+        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let warnings = call(
+            "EnsureLoadBalancerDeleted",
+            &ctx,
+            self.0
+                .ensure_load_balancer_deleted(ctx.clone(), cluster, service),
+        )
+        .await?;
+        Ok(Response::new(EnsureLoadBalancerDeletedResponse {
+            warnings,
+        }))
+    }
+
+    async fn list_load_balancers(
+        &self,
+        req: Request<ListLoadBalancersRequest>,
+    ) -> Result<Response<ListLoadBalancersResponse>, Status> {
+        let ctx = context(&req);
+        if !self.0.supports_listing() {
+            return Err(
+                ProviderError::unimplemented("ListLoadBalancers is not supported").to_status(),
+            );
+        }
+        let r = req.get_ref();
+        let cluster = cluster_name(&r.cluster_name)?;
+        let all = call(
+            "ListLoadBalancers",
+            &ctx,
+            self.0.list_load_balancers(ctx.clone(), cluster),
+        )
+        .await?;
+        let (page, next_page_token) =
+            paginate::page(all, |e| e.service_uid.clone(), r.page_size, &r.page_token)
+                .map_err(invalid_request)?;
+        Ok(Response::new(ListLoadBalancersResponse {
+            load_balancers: page
+                .into_iter()
+                .map(|e| LoadBalancerSummary {
+                    name: e.name,
+                    service_uid: e.service_uid,
+                    service_namespace: e.service_namespace,
+                    service_name: e.service_name,
+                    status: e.status,
+                })
+                .collect(),
+            next_page_token,
+        }))
+    }
+}
+
+/// The cluster and Service every load balancer request names, checked.
+fn target(cluster: &str, service: &Option<Service>) -> Result<(String, Service), Status> {
+    let cluster = cluster_name(cluster)?;
+    let service = validate::service("service", service).map_err(invalid_request)?;
+    Ok((cluster, service))
+}
+
+fn elsewhere(message: String) -> ImplementedElsewhere {
+    ImplementedElsewhere { message }
+}

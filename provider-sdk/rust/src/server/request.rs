@@ -1,0 +1,108 @@
+//! What every adapter does with a request: read its context (request id,
+//! deadline), reject what the contract forbids naming the field, run the
+//! provider inside a span, and turn errors into the contract's statuses.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tonic::{Request, Status};
+use tracing::Instrument;
+
+use crate::error::ProviderError;
+use crate::proto;
+use crate::provider::CallContext;
+use crate::validate::{self, Violation};
+
+/// The request id, deadline and span of one call.
+pub(super) fn context<T>(req: &Request<T>) -> CallContext {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let request_id = req
+        .metadata()
+        .get(proto::REQUEST_ID_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty() && s.len() <= 128)
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            format!(
+                "sdk-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+    let deadline = req
+        .metadata()
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_grpc_timeout)
+        .map(|d| Instant::now() + d);
+    CallContext {
+        request_id,
+        deadline,
+    }
+}
+
+/// Parses the `grpc-timeout` header: up to 8 digits and a unit.
+fn parse_grpc_timeout(v: &str) -> Option<Duration> {
+    if v.len() < 2 || v.len() > 9 {
+        return None;
+    }
+    let (n, unit) = v.split_at(v.len() - 1);
+    let n: u64 = n.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+pub(super) fn invalid_request(v: Violation) -> Status {
+    ProviderError::invalid_request(v.field, v.problem).to_status()
+}
+
+/// Runs one provider call inside a span carrying method and request id, and
+/// turns its error into the contract's status.
+pub(super) async fn call<T, F>(method: &'static str, ctx: &CallContext, f: F) -> Result<T, Status>
+where
+    F: Future<Output = Result<T, ProviderError>>,
+{
+    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id);
+    let result = f.instrument(span.clone()).await;
+    if let Err(e) = &result {
+        span.in_scope(
+            || tracing::debug!(code = ?e.code(), reason = ?e.reason(), error = %e, "call failed"),
+        );
+    }
+    result.map_err(|e| e.to_status())
+}
+
+pub(super) fn cluster_name(v: &str) -> Result<String, Status> {
+    validate::name("cluster_name", v).map_err(invalid_request)?;
+    Ok(v.to_owned())
+}
+
+/// The status for an answer the contract forbids (`what` the provider
+/// answered): a provider bug must not reach the controller as a valid
+/// answer.
+pub(super) fn bad_answer(what: &'static str) -> impl Fn(Violation) -> Status {
+    move |v| ProviderError::internal(format!("provider answered {what}: {v}")).to_status()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_header() {
+        assert_eq!(parse_grpc_timeout("3000000u"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_grpc_timeout("123456789S"), None);
+        assert_eq!(parse_grpc_timeout("5x"), None);
+        assert_eq!(parse_grpc_timeout("S"), None);
+    }
+}

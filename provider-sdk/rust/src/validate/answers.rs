@@ -1,0 +1,20 @@
+//! What both sides check of a provider's answers: the server refuses to send
+//! an invalid one (a provider bug must not reach the controller as a valid
+//! answer), the client refuses to act on one (the provider may not use this
+//! SDK).
+
+use super::{Checked, label_value, labels, node_addresses, provider_id};
+use crate::proto::InstanceMetadata;
+
+/// An `InstanceMetadata`: a providerID, label-safe values (instance type,
+/// zone and region become labels on the Node), parseable addresses, valid
+/// extra labels.
+pub(crate) fn instance_metadata(m: &InstanceMetadata) -> Checked {
+    provider_id("metadata.provider_id", &m.provider_id)?;
+    label_value("metadata.instance_type", &m.instance_type)?;
+    label_value("metadata.zone", &m.zone)?;
+    label_value("metadata.region", &m.region)?;
+    node_addresses("metadata.node_addresses", &m.node_addresses)?;
+    labels("metadata.additional_labels", &m.additional_labels)?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! Checks of single values: names, IPs and CIDRs, enums, Kubernetes label
+//! and annotation syntax, providerIDs.
+
+use std::net::IpAddr;
+
+use super::{
+    Checked, MAX_ANNOTATIONS_BYTES, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_NAME_BYTES,
+    violation,
+};
+
+pub fn required<'a, T>(field: &str, value: &'a Option<T>) -> Checked<&'a T> {
+    value
+        .as_ref()
+        .ok_or_else(|| violation(field, "is required"))
+}
+
+pub fn name(field: &str, value: &str) -> Checked {
+    if value.is_empty() {
+        return Err(violation(field, "is required"));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(violation(
+            field,
+            format!("is {} bytes, more than {MAX_NAME_BYTES}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+pub fn ip(field: &str, value: &str) -> Checked<IpAddr> {
+    value
+        .parse()
+        .map_err(|_| violation(field, format!("{value:?} is not an IP address")))
+}
+
+/// Parses "address/prefix".
+pub fn cidr(field: &str, value: &str) -> Checked<(IpAddr, u8)> {
+    let bad = || violation(field, format!("{value:?} is not a CIDR"));
+    let (addr, prefix) = value.split_once('/').ok_or_else(bad)?;
+    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(bad());
+    }
+    Ok((addr, prefix))
+}
+
+/// An enum field that must hold a known, non-zero value.
+pub fn known_enum<E: TryFrom<i32>>(field: &str, value: i32) -> Checked<E> {
+    if value == 0 {
+        return Err(violation(field, "is UNSPECIFIED"));
+    }
+    E::try_from(value).map_err(|_| violation(field, format!("unknown enum value {value}")))
+}
+
+/// An enum field where zero means "unset" but other values must be known.
+pub fn optional_enum<E: TryFrom<i32>>(field: &str, value: i32) -> Checked {
+    if value != 0 && E::try_from(value).is_err() {
+        return Err(violation(field, format!("unknown enum value {value}")));
+    }
+    Ok(())
+}
+
+/// Kubernetes' label-value syntax: empty, or at most 63 characters of
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
+pub fn label_value(field: &str, v: &str) -> Checked {
+    if v.len() > MAX_LABEL_VALUE_BYTES {
+        return Err(violation(
+            field,
+            format!(
+                "label value is {} bytes, more than {MAX_LABEL_VALUE_BYTES}",
+                v.len()
+            ),
+        ));
+    }
+    if !v.is_empty() && !is_label_name(v) {
+        return Err(violation(
+            field,
+            format!("{v:?} is not a valid label value"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_label_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+pub(super) fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= MAX_NAME_BYTES
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+/// Kubernetes' label-key syntax: an optional DNS-subdomain prefix and `/`,
+/// then a name of at most 63 characters.
+pub fn label_key(field: &str, k: &str) -> Checked {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if k.len() > MAX_LABEL_KEY_BYTES
+        || !is_label_name(name)
+        || prefix.is_some_and(|p| !is_dns_subdomain(p))
+    {
+        return Err(violation(field, format!("{k:?} is not a valid label key")));
+    }
+    Ok(())
+}
+
+pub fn labels<'a>(
+    field: &str,
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Checked {
+    for (k, v) in labels {
+        let f = format!("{field}[{k}]");
+        label_key(&f, k)?;
+        label_value(&f, v)?;
+    }
+    Ok(())
+}
+
+/// A providerID: `<scheme>://<id>`, no whitespace.
+pub fn provider_id(field: &str, v: &str) -> Checked {
+    name(field, v)?;
+    match v.split_once("://") {
+        Some((scheme, id))
+            if !scheme.is_empty() && !id.is_empty() && !v.chars().any(char::is_whitespace) =>
+        {
+            Ok(())
+        }
+        _ => Err(violation(
+            field,
+            format!("{v:?} is not of the form <scheme>://<id>"),
+        )),
+    }
+}
+
+pub fn annotations<'a>(
+    field: &str,
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Checked {
+    let mut total = 0usize;
+    for (k, v) in annotations {
+        if k.is_empty() {
+            return Err(violation(field, "annotation key is empty"));
+        }
+        total += k.len() + v.len();
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        return Err(violation(
+            field,
+            format!("annotations total {total} bytes, more than {MAX_ANNOTATIONS_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_syntax_is_kubernetes_syntax() {
+        for ok in ["a", "example.com/rack", "team_1.x-y", "k8s.io/x"] {
+            assert!(label_key("f", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "Example.com/x",
+            "a/b/c",
+            "/x",
+            "x/",
+            "has space",
+        ] {
+            assert!(label_key("f", bad).is_err(), "{bad}");
+        }
+        assert!(label_value("f", "").is_ok());
+        assert!(label_value("f", "zone-a_1.b").is_ok());
+        for bad in ["-x", "x y", "x/y", &"v".repeat(64)] {
+            assert!(label_value("f", bad).is_err(), "{bad}");
+        }
+        assert!(provider_id("f", "fake://i-1").is_ok());
+        for bad in ["", "i-1", "://x", "fake://", "fake://a b"] {
+            assert!(provider_id("f", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cidrs_and_ips() {
+        assert!(cidr("f", "10.0.0.0/8").is_ok());
+        assert!(cidr("f", "fd00::/64").is_ok());
+        for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1"] {
+            assert!(cidr("f", bad).is_err(), "{bad}");
+        }
+        assert!(ip("f", "::1").is_ok());
+        assert!(ip("f", "256.0.0.1").is_err());
+    }
+}

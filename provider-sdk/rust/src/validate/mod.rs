@@ -1,0 +1,40 @@
+//! Contract validation shared by both sides: the server checks requests
+//! before a provider sees them, the client checks answers before the
+//! controller acts on them. Every failure names the offending field.
+//!
+//! `fields` holds the checks of single values (names, IPs, labels),
+//! `messages` those of whole contract messages built from them, and
+//! `answers` what both sides check of a provider's answers.
+
+pub(crate) mod answers;
+mod fields;
+mod messages;
+
+pub use fields::*;
+pub use messages::*;
+
+/// A contract violation: which field, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct Violation {
+    pub field: String,
+    pub problem: String,
+}
+
+pub type Checked<T = ()> = Result<T, Violation>;
+
+pub(crate) fn violation(field: impl Into<String>, problem: impl Into<String>) -> Violation {
+    Violation {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Longest object name accepted (Kubernetes' DNS-1123 subdomain limit).
+pub const MAX_NAME_BYTES: usize = 253;
+/// Largest total size of one object's annotations (Kubernetes' limit).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// Longest label value (Kubernetes' limit).
+pub const MAX_LABEL_VALUE_BYTES: usize = 63;
+/// Longest label key: a 253-byte prefix, '/', a 63-byte name.
+pub const MAX_LABEL_KEY_BYTES: usize = 253 + 1 + 63;
