@@ -46,6 +46,8 @@
 //!     }
 //! }
 //!
+//! // The SDK refuses a Node whose providerID has another scheme before it
+//! // reaches this code: NOT_EXISTS is only ever said about our own instances.
 //! fn instance_id(node: &NodeRef) -> Option<String> {
 //!     let id = node.provider_id.strip_prefix("tiny://").unwrap_or(&node.name);
 //!     id.starts_with("vm-").then(|| id.to_owned())

@@ -83,7 +83,9 @@ pub enum ShutdownState {
 }
 
 /// `InstancesService` (InstancesV2 semantics). Prefer `node.provider_id`;
-/// fall back to name, labels or annotations when it is empty.
+/// fall back to name, labels or annotations when it is empty. A Node whose
+/// providerID has another scheme than [`ProviderInfo::provider_id_scheme`]
+/// never reaches these methods: the SDK answers INVALID_ARGUMENT for it.
 pub trait Instances: Send + Sync + 'static {
     fn instance_exists(
         &self,

@@ -518,6 +518,29 @@ async fn invalid_requests_are_rejected_naming_the_field_before_the_provider_runs
             },
             "node.addresses[0].type",
         ),
+        // Another cloud's instance: not this provider's to judge, so a
+        // provider that answers NOT_EXISTS for anything unknown never
+        // gets the chance to (the controller would delete the Node).
+        (
+            proto::InstanceExistsRequest {
+                node: Some(NodeRef {
+                    name: "vm-1".into(),
+                    provider_id: "aws:///us-east-1a/i-0123".into(),
+                    ..Default::default()
+                }),
+            },
+            "node.provider_id",
+        ),
+        (
+            proto::InstanceExistsRequest {
+                node: Some(NodeRef {
+                    name: "vm-1".into(),
+                    provider_id: "testing://vm-1".into(),
+                    ..Default::default()
+                }),
+            },
+            "node.provider_id",
+        ),
     ];
     for (req, field) in cases {
         let status = raw.instance_exists(req).await.unwrap_err();

@@ -650,3 +650,70 @@ async fn zone_comes_from_the_zones_service_when_metadata_has_none() {
     assert_eq!(h.fake.calls_of(Method::GetZoneByNodeName).len(), 0);
     h.stop().await;
 }
+
+/// Issue 12, point 0: a NotReady Node whose providerID is another cloud's,
+/// or not a providerID at all, is never deleted; the same setup with the
+/// provider's own scheme is (so the test can fail).
+#[tokio::test]
+async fn nodes_of_another_cloud_are_never_deleted() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(
+        FakeConfig {
+            auto_create_instances: false,
+            ..Default::default()
+        },
+        &["--controllers=cloud-node-lifecycle"],
+    )
+    .await;
+    let foreign = unique_name("aws");
+    let garbled = unique_name("garbled");
+    let ours = unique_name("gone");
+    // NotReady and still in the cloud: asked about on every pass.
+    let witness = unique_name("alive");
+    h.fake
+        .add_instance(ccm_fake_provider::InstanceSpec::named(&witness))
+        .unwrap();
+    for (name, provider_id) in [
+        (&foreign, "aws:///us-east-1a/i-0123456789".to_owned()),
+        (&garbled, "not a provider id".to_owned()),
+        (&ours, format!("fake://{ours}")),
+        (&witness, format!("fake://{witness}")),
+    ] {
+        let mut n = kubelet_node(name);
+        n.spec.as_mut().unwrap().provider_id = Some(provider_id);
+        h.nodes().create(&PostParams::default(), &n).await.unwrap();
+        h.set_ready(name, "Unknown").await;
+    }
+    // Ours is gone from the cloud: deleted.
+    h.wait_for(&ours, "deleted", |n| n.is_none()).await;
+    // The others were seen in the same passes, and said so once each.
+    for name in [&foreign, &garbled] {
+        let e = wait_for_event(&h.admin, name, "ProviderIDNotOurs").await;
+        assert!(
+            e.note.unwrap_or_default().contains("Not checking the node"),
+            "{name}"
+        );
+    }
+    // Ten more passes (the monitor period is 200 ms): still there.
+    let passes = h.fake.calls_of(Method::InstanceExists).len();
+    wait_for_calls(&h.fake, Method::InstanceExists, passes + 10, |_| true).await;
+    for name in [&foreign, &garbled] {
+        assert!(
+            h.nodes().get_opt(name).await.unwrap().is_some(),
+            "{name} deleted"
+        );
+        assert_eq!(
+            events_for(&h.admin, name, "ProviderIDNotOurs").await.len(),
+            1,
+            "{name}: one event"
+        );
+    }
+    assert!(
+        h.fake
+            .calls_of(Method::InstanceExists)
+            .iter()
+            .all(|c| c.outcome == ccm_fake_provider::CallOutcome::Ok),
+        "the provider was never asked about another cloud's instance"
+    );
+    h.stop().await;
+}

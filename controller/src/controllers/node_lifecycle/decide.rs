@@ -39,6 +39,35 @@ pub fn taints_for(n: &Node, shut_down: bool) -> Option<Vec<Taint>> {
     }
 }
 
+/// Whose instance a Node's providerID names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// No providerID yet: the provider judges by the Node's name.
+    Unset,
+    /// `<scheme>://…` with the provider's own scheme.
+    Ours,
+    /// Another cloud's, or not a providerID at all: the provider cannot
+    /// know that the instance is gone, so the Node is never deleted on its
+    /// answer.
+    NotOurs(String),
+}
+
+/// Compares the Node's providerID with the provider's `provider_id_scheme`.
+pub fn ownership(provider_id: &str, scheme: &str) -> Ownership {
+    if provider_id.is_empty() {
+        return Ownership::Unset;
+    }
+    match provider_id.split_once("://") {
+        Some((s, id)) if s == scheme && !id.is_empty() => Ownership::Ours,
+        Some((s, _)) if s != scheme && !s.is_empty() => Ownership::NotOurs(format!(
+            "its providerID {provider_id:?} has the scheme {s:?}, and the provider answers for {scheme:?}"
+        )),
+        _ => Ownership::NotOurs(format!(
+            "its providerID {provider_id:?} is not of the form {scheme}://<id>"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +109,26 @@ mod tests {
         let mut other = with_taints(&[SHUTDOWN_TAINT]);
         other.spec.as_mut().unwrap().taints.as_mut().unwrap()[0].effect = "NoExecute".into();
         assert_eq!(taints_for(&other, true).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn only_our_scheme_is_ours() {
+        assert_eq!(ownership("", "fake"), Ownership::Unset);
+        assert_eq!(ownership("fake://i-1", "fake"), Ownership::Ours);
+        assert_eq!(ownership("fake:///zone/i-1", "fake"), Ownership::Ours);
+        for foreign in [
+            "aws:///us-east-1a/i-0123",
+            "gce://project/zone/vm",
+            "fakeish://i-1",
+            "garbage",
+            "fake:/i-1",
+            "fake://",
+            "://i-1",
+        ] {
+            assert!(
+                matches!(ownership(foreign, "fake"), Ownership::NotOurs(_)),
+                "{foreign}"
+            );
+        }
     }
 }

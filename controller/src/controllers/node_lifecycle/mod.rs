@@ -19,9 +19,61 @@ use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
+use std::collections::HashSet;
+
+use parking_lot::Mutex;
+
 use super::context::Context;
 use crate::k8s::node;
-pub use decide::taints_for;
+pub use decide::{Ownership, ownership, taints_for};
+
+/// The controller's state.
+pub struct Lifecycle {
+    ctx: Arc<Context>,
+    /// Node uids already told they are not the provider's to judge.
+    reported_not_ours: Mutex<HashSet<String>>,
+}
+
+impl Lifecycle {
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Lifecycle {
+            ctx,
+            reported_not_ours: Mutex::default(),
+        }
+    }
+
+    /// Whether the provider may judge the Node's instance; says once per
+    /// Node (a Warning event) when it may not.
+    async fn judgeable(&self, n: &Node) -> bool {
+        let scheme = match self.ctx.provider.handshake().await {
+            Ok(h) => h.info.provider_id_scheme.clone(),
+            Err(e) => {
+                tracing::warn!(node = node::name(n), error = %e, "no provider handshake; not checking node");
+                return false;
+            }
+        };
+        let Ownership::NotOurs(why) = ownership(node::provider_id(n), &scheme) else {
+            return true;
+        };
+        let uid = n.metadata.uid.clone().unwrap_or_default();
+        if self.reported_not_ours.lock().insert(uid) {
+            tracing::warn!(
+                node = node::name(n),
+                "{why}; this controller never deletes or taints it"
+            );
+            self.ctx
+                .event(
+                    n,
+                    EventType::Warning,
+                    "ProviderIDNotOurs",
+                    format!("Not checking the node with the cloud provider: {why}"),
+                    "CheckNode",
+                )
+                .await;
+        }
+        false
+    }
+}
 
 /// Replaces the taint list, conditional on the resourceVersion we read.
 async fn set_taints(ctx: &Context, n: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
@@ -75,7 +127,8 @@ async fn delete(ctx: &Context, n: &Node) {
 }
 
 /// One node, one pass.
-pub async fn check(ctx: &Context, n: &Node) {
+pub async fn check(state: &Lifecycle, n: &Node) {
+    let ctx = &state.ctx;
     let name = node::name(n);
     if node::ready_status(n) == "True" {
         // Ready nodes never cost a provider call.
@@ -84,6 +137,9 @@ pub async fn check(ctx: &Context, n: &Node) {
         {
             tracing::warn!(node = name, error = %e, "removing shutdown taint");
         }
+        return;
+    }
+    if !state.judgeable(n).await {
         return;
     }
     match ctx.provider.instance_exists(node::node_ref(n)).await {
@@ -110,9 +166,10 @@ pub async fn check(ctx: &Context, n: &Node) {
 /// Checks every Node, serially, every `period` measured from the end of the
 /// previous pass.
 pub async fn run(ctx: Arc<Context>, period: Duration) {
+    let state = Lifecycle::new(ctx);
     loop {
-        for n in ctx.nodes.state() {
-            check(&ctx, &n).await;
+        for n in state.ctx.nodes.state() {
+            check(&state, &n).await;
         }
         tokio::time::sleep(period).await;
     }
@@ -172,8 +229,8 @@ mod tests {
         let provider = cloud(&[]);
         ready(&provider).await;
         let (client, api) = accepting_api();
-        let ctx = context(client, &provider, vec![]);
-        check(&ctx, &node("gone", "Unknown", &[])).await;
+        let state = Lifecycle::new(context(client, &provider, vec![]));
+        check(&state, &node("gone", "Unknown", &[])).await;
         let delete = api
             .all()
             .into_iter()
@@ -193,8 +250,8 @@ mod tests {
             ErrorInjection::new(ErrorKind::CloudUnavailable, "cloud down"),
         );
         let (client, api) = accepting_api();
-        let ctx = context(client, &provider, vec![]);
-        check(&ctx, &node("maybe", "False", &[])).await;
+        let state = Lifecycle::new(context(client, &provider, vec![]));
+        check(&state, &node("maybe", "False", &[])).await;
         assert!(api.all().is_empty(), "{:?}", api.writes());
     }
 
@@ -204,16 +261,39 @@ mod tests {
         ready(&provider).await;
         provider.fake.shutdown_instance("sleepy").unwrap();
         let (client, api) = accepting_api();
-        let ctx = context(client, &provider, vec![]);
-        check(&ctx, &node("sleepy", "False", &["dedicated"])).await;
+        let state = Lifecycle::new(context(client, &provider, vec![]));
+        check(&state, &node("sleepy", "False", &["dedicated"])).await;
         let patch = api.all().pop().expect("a patch");
         assert_eq!(patch.line(), "PATCH /api/v1/nodes/sleepy");
         assert_eq!(patch.body["metadata"]["resourceVersion"], "3");
         assert_eq!(patch.body["spec"]["taints"][1]["key"], node::SHUTDOWN_TAINT);
 
         provider.fake.clear_calls();
-        check(&ctx, &node("sleepy", "True", &[node::SHUTDOWN_TAINT])).await;
+        check(&state, &node("sleepy", "True", &[node::SHUTDOWN_TAINT])).await;
         assert_eq!(api.all().pop().unwrap().body["spec"]["taints"], json!([]));
+        assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_foreign_or_malformed_provider_id_is_never_judged() {
+        let provider = cloud(&[]);
+        ready(&provider).await;
+        let (client, api) = accepting_api();
+        let state = Lifecycle::new(context(client, &provider, vec![]));
+        let mut foreign = node("elsewhere", "False", &[]);
+        foreign.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-0123".into());
+        let mut garbage = node("garbled", "Unknown", &[]);
+        garbage.spec.as_mut().unwrap().provider_id = Some("garbage".into());
+        for _ in 0..3 {
+            check(&state, &foreign).await;
+            check(&state, &garbage).await;
+        }
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        assert_eq!(
+            api.event_reasons(),
+            ["ProviderIDNotOurs", "ProviderIDNotOurs"],
+            "once per node"
+        );
         assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
     }
 }

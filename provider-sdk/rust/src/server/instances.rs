@@ -1,15 +1,49 @@
 //! InstancesService: requests checked, then the provider's [`Instances`].
+//!
+//! A Node whose providerID has another scheme (or is not a providerID) is
+//! refused before the provider sees it: a provider can only know that its
+//! own instance is gone, and an answer of NOT_EXISTS about another cloud's
+//! instance would make the controller delete the Node.
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
 use super::request::{bad_answer, call, context, invalid_request};
+use crate::error::ProviderError;
 use crate::proto::*;
 use crate::provider::{Existence, Instances, ShutdownState};
 use crate::validate::{self, answers};
 
-pub(super) struct InstancesAdapter<T>(pub(super) Arc<T>);
+pub(super) struct InstancesAdapter<T> {
+    pub(super) provider: Arc<T>,
+    /// The provider's `provider_id_scheme`.
+    pub(super) scheme: String,
+}
+
+impl<T> InstancesAdapter<T> {
+    /// The request's Node, checked, and only if this provider may judge it.
+    fn node(&self, node: &Option<NodeRef>) -> Result<NodeRef, Status> {
+        let node = validate::node_ref("node", node).map_err(invalid_request)?;
+        if !node.provider_id.is_empty()
+            && node
+                .provider_id
+                .strip_prefix(&self.scheme)
+                .and_then(|rest| rest.strip_prefix("://"))
+                .is_none_or(str::is_empty)
+        {
+            return Err(ProviderError::invalid_request(
+                "node.provider_id",
+                format!(
+                    "{:?} is not a providerID of this provider (scheme {:?}); it can only answer for its own instances",
+                    node.provider_id, self.scheme
+                ),
+            )
+            .to_status());
+        }
+        Ok(node)
+    }
+}
 
 #[tonic::async_trait]
 impl<T: Instances> instances_service_server::InstancesService for InstancesAdapter<T> {
@@ -18,11 +52,11 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         req: Request<InstanceExistsRequest>,
     ) -> Result<Response<InstanceExistsResponse>, Status> {
         let ctx = context(&req);
-        let node = validate::node_ref("node", &req.get_ref().node).map_err(invalid_request)?;
+        let node = self.node(&req.get_ref().node)?;
         let existence = match call(
             "InstanceExists",
             &ctx,
-            self.0.instance_exists(ctx.clone(), node),
+            self.provider.instance_exists(ctx.clone(), node),
         )
         .await?
         {
@@ -39,11 +73,11 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         req: Request<InstanceShutdownRequest>,
     ) -> Result<Response<InstanceShutdownResponse>, Status> {
         let ctx = context(&req);
-        let node = validate::node_ref("node", &req.get_ref().node).map_err(invalid_request)?;
+        let node = self.node(&req.get_ref().node)?;
         let state = match call(
             "InstanceShutdown",
             &ctx,
-            self.0.instance_shutdown(ctx.clone(), node),
+            self.provider.instance_shutdown(ctx.clone(), node),
         )
         .await?
         {
@@ -60,11 +94,11 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         req: Request<InstanceMetadataRequest>,
     ) -> Result<Response<InstanceMetadataResponse>, Status> {
         let ctx = context(&req);
-        let node = validate::node_ref("node", &req.get_ref().node).map_err(invalid_request)?;
+        let node = self.node(&req.get_ref().node)?;
         let metadata = call(
             "InstanceMetadata",
             &ctx,
-            self.0.instance_metadata(ctx.clone(), node),
+            self.provider.instance_metadata(ctx.clone(), node),
         )
         .await?;
         // A provider bug must not reach the controller as a valid answer.

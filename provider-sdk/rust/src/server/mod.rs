@@ -77,7 +77,10 @@ impl<I: Identity> ProviderServer<I> {
 
     pub fn with_instances<T: Instances>(mut self, provider: T) -> Self {
         let svc = limited!(instances_service_server::InstancesServiceServer::new(
-            instances::InstancesAdapter(Arc::new(provider))
+            instances::InstancesAdapter {
+                provider: Arc::new(provider),
+                scheme: self.identity.info().provider_id_scheme,
+            }
         ));
         self.add(svc, &[Capability::Instances]);
         self
