@@ -79,8 +79,14 @@ impl Instances for TestCloud {
                 node.name
             )));
         }
+        // A Node that has its providerID needs none in the answer.
+        let provider_id = if node.provider_id.is_empty() {
+            format!("test://{}", node.name)
+        } else {
+            String::new()
+        };
         Ok(InstanceMetadata {
-            provider_id: format!("test://{}", node.name),
+            provider_id,
             node_addresses: vec![NodeAddress {
                 r#type: NodeAddressType::InternalIp as i32,
                 address: "10.0.0.1".into(),
@@ -234,6 +240,15 @@ async fn typed_round_trip_with_derived_capabilities() {
     assert_eq!(
         c.instance_exists(node("vm-1")).await.unwrap(),
         Existence::Exists
+    );
+    let known = NodeRef {
+        provider_id: "test://vm-1".into(),
+        ..node("vm-1")
+    };
+    assert_eq!(
+        c.instance_metadata(known).await.unwrap().provider_id,
+        "",
+        "an empty providerID is a valid answer for a Node that has one"
     );
     assert_eq!(
         c.instance_exists(node("gone")).await.unwrap(),

@@ -717,3 +717,23 @@ async fn nodes_of_another_cloud_are_never_deleted() {
     );
     h.stop().await;
 }
+
+/// Issue 12, point 6: a Node deleted right after its initialisation and
+/// re-created under the same name is initialised again, every time.
+#[tokio::test]
+async fn a_node_recreated_under_its_name_is_initialised_again() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    let name = unique_name("phoenix");
+    for round in 0..30 {
+        h.register_node(&name).await;
+        h.wait_for(&name, &format!("round {round}: initialised"), |n| {
+            n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+        })
+        .await;
+        h.nodes().delete(&name, &Default::default()).await.unwrap();
+        h.wait_for(&name, &format!("round {round}: deleted"), |n| n.is_none())
+            .await;
+    }
+    h.stop().await;
+}

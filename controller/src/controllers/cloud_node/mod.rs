@@ -59,8 +59,9 @@ pub struct Settings {
 pub struct CloudNode {
     ctx: Arc<Context>,
     backoff: Backoff,
-    /// Nodes this process initialised whose untainted state the cache has
-    /// not shown yet.
+    /// Uids of the Nodes this process initialised whose untainted state the
+    /// cache has not shown yet. By uid: a Node deleted and re-created under
+    /// the same name is new work, however soon it comes back.
     initialised: Mutex<HashSet<String>>,
 }
 
@@ -202,7 +203,7 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     Api::<Node>::all(ctx.client.clone())
         .patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
         .await?;
-    state.initialised.lock().insert(name.clone());
+    state.initialised.lock().insert(uid(n).to_owned());
     tracing::info!(node = %name, "successfully initialized node with cloud provider");
     ctx.event(
         n,
@@ -226,6 +227,10 @@ async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Result<Action, Error>
     result
 }
 
+fn uid(n: &Node) -> &str {
+    n.metadata.uid.as_deref().unwrap_or_default()
+}
+
 async fn sync(n: &Node, state: &CloudNode) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let tainted = node::has_taint(n, node::UNINITIALIZED_TAINT);
@@ -235,11 +240,11 @@ async fn sync(n: &Node, state: &CloudNode) -> Result<Action, Error> {
         // cache entry, not work. Once the cache shows the untainted Node, the
         // record goes; a taint added after that is new work.
         let mut done = state.initialised.lock();
-        if done.contains(node::name(n)) {
+        if done.contains(uid(n)) {
             if tainted {
                 return Ok(Action::await_change());
             }
-            done.remove(node::name(n));
+            done.remove(uid(n));
         }
     }
     if tainted {
@@ -270,22 +275,33 @@ pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings)
     let state = CloudNode::new(ctx.clone());
     let initialise = Controller::for_shared_stream(node_events, ctx.nodes.clone())
         .with_config(Config::default().concurrency(settings.workers))
-        .run(reconcile, error_policy, state)
+        .run(reconcile, error_policy, state.clone())
         .for_each(|_| async {});
-    let refresh = refresh_addresses(ctx, settings.status_period, settings.status_workers);
+    let refresh = refresh_addresses(
+        state.clone(),
+        settings.status_period,
+        settings.status_workers,
+    );
     futures::join!(initialise, refresh);
 }
 
 /// Refreshes initialised Nodes' addresses every `period`, measured from the
 /// end of the previous pass, as upstream's UpdateNodeStatus.
 /// Call once the node cache has synced.
-async fn refresh_addresses(ctx: Arc<Context>, period: Duration, workers: usize) {
+async fn refresh_addresses(state: Arc<CloudNode>, period: Duration, workers: usize) {
+    let ctx = state.ctx.clone();
     loop {
-        let nodes: Vec<Arc<Node>> = ctx
-            .nodes
-            .state()
-            .into_iter()
+        let all = ctx.nodes.state();
+        // Records of Nodes deleted before the cache showed them untainted.
+        let present: HashSet<&str> = all.iter().map(|n| uid(n)).collect();
+        state
+            .initialised
+            .lock()
+            .retain(|u| present.contains(u.as_str()));
+        let nodes: Vec<Arc<Node>> = all
+            .iter()
             .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT))
+            .cloned()
             .collect();
         futures::stream::iter(nodes)
             .for_each_concurrent(workers.max(1), |n| {

@@ -6,11 +6,14 @@
 use super::{Checked, label_value, labels, node_addresses, provider_id};
 use crate::proto::InstanceMetadata;
 
-/// An `InstanceMetadata`: a providerID, label-safe values (instance type,
-/// zone and region become labels on the Node), parseable addresses, valid
-/// extra labels.
+/// An `InstanceMetadata`: a well-formed providerID if any (empty is allowed:
+/// it is only needed for a Node that has none, which the controller checks),
+/// label-safe values (instance type, zone and region become labels on the
+/// Node), parseable addresses, valid extra labels.
 pub(crate) fn instance_metadata(m: &InstanceMetadata) -> Checked {
-    provider_id("metadata.provider_id", &m.provider_id)?;
+    if !m.provider_id.is_empty() {
+        provider_id("metadata.provider_id", &m.provider_id)?;
+    }
     label_value("metadata.instance_type", &m.instance_type)?;
     label_value("metadata.zone", &m.zone)?;
     label_value("metadata.region", &m.region)?;
