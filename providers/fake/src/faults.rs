@@ -312,7 +312,7 @@ pub(crate) struct Faults {
     /// Replaces the ingress EnsureLoadBalancer answers with: how to make
     /// the fake break the contract's answer rules (an invalid IP or
     /// hostname) for the controller's validation.
-    pub(crate) corrupt_ingress: Option<ccm_provider_sdk::proto::LoadBalancerIngress>,
+    pub(crate) corrupt_ingress: Option<Vec<ccm_provider_sdk::proto::LoadBalancerIngress>>,
 }
 
 impl Faults {

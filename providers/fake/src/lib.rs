@@ -174,6 +174,12 @@ impl FakeCloud {
         lock(&self.shared.state).remove_instance(name)
     }
 
+    /// Deletes a load balancer by its cloud name behind the controller's
+    /// back (as from the cloud's console). Returns whether it existed.
+    pub fn delete_load_balancer_out_of_band(&self, name: &str) -> bool {
+        lock(&self.shared.state).remove_lb_by_name(name)
+    }
+
     /// Shuts an instance down (`InstanceShutdown` answers shut down).
     pub fn shutdown_instance(&self, name: &str) -> Result<(), Error> {
         lock(&self.shared.state).set_shutdown(name, true)
@@ -227,8 +233,12 @@ impl FakeCloud {
     }
 
     /// Makes EnsureLoadBalancer answer `ingress` instead of the real
-    /// address (even one the contract forbids); `None` restores it.
-    pub fn corrupt_ingress(&self, ingress: Option<ccm_provider_sdk::proto::LoadBalancerIngress>) {
+    /// address (even one the contract forbids, or none at all); `None`
+    /// restores it.
+    pub fn corrupt_ingress(
+        &self,
+        ingress: Option<Vec<ccm_provider_sdk::proto::LoadBalancerIngress>>,
+    ) {
         lock(&self.shared.faults).corrupt_ingress = ingress;
     }
 

@@ -128,7 +128,7 @@ impl LoadBalancers for FakeCloud {
         if let (Some(bad), ccm_provider_sdk::LbOutcome::Done(status)) =
             (corrupt, &mut answer.outcome)
         {
-            status.ingress = vec![bad];
+            status.ingress = bad;
         }
         Ok(answer)
     }

@@ -779,6 +779,23 @@ impl State {
         }
     }
 
+    /// Removes a load balancer by its cloud name, as someone using the
+    /// cloud's console would; whether it existed.
+    pub(crate) fn remove_lb_by_name(&mut self, name: &str) -> bool {
+        let Some(k) = self
+            .lbs
+            .iter()
+            .find(|(_, lb)| lb.name == name)
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        if let Some(lb) = self.lbs.remove(&k) {
+            self.pool.release(lb.ip);
+        }
+        true
+    }
+
     pub(crate) fn get_lb(&self, cluster: &str, service: &Service) -> Option<LoadBalancerStatus> {
         self.lbs
             .get(&key(cluster, &service.uid))

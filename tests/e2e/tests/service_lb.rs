@@ -668,20 +668,22 @@ async fn bad_input_is_named_and_not_retried_hot() {
             condition(s).is_some_and(|c| c.status == "False" && c.message.contains(field))
         }
     };
-    h.fake.corrupt_ingress(Some(proto::LoadBalancerIngress {
-        ip: "999.0.0.1".into(),
-        ..Default::default()
-    }));
+    h.fake
+        .corrupt_ingress(Some(vec![proto::LoadBalancerIngress {
+            ip: "999.0.0.1".into(),
+            ..Default::default()
+        }]));
     let name = unique_name("badip");
     h.create_service(lb_service(&name, 80)).await;
     let s = h
         .wait_service(&name, "the invalid ip named", rejected("ingress[0].ip"))
         .await;
     assert!(ingress_ips(&s).is_empty(), "no invalid status written");
-    h.fake.corrupt_ingress(Some(proto::LoadBalancerIngress {
-        hostname: "Not_A.Host".into(),
-        ..Default::default()
-    }));
+    h.fake
+        .corrupt_ingress(Some(vec![proto::LoadBalancerIngress {
+            hostname: "Not_A.Host".into(),
+            ..Default::default()
+        }]));
     let name2 = unique_name("badhost");
     h.create_service(lb_service(&name2, 80)).await;
     let s = h
@@ -695,5 +697,91 @@ async fn bad_input_is_named_and_not_retried_hot() {
     h.fake.corrupt_ingress(None);
     h.wait_ready(&name).await;
     h.wait_ready(&name2).await;
+    h.finish().await;
+}
+
+/// Issue 12, point 2: a Service whose type changes and whose ports are
+/// dropped still loses its load balancer and its finalizer.
+#[tokio::test]
+async fn a_service_that_loses_its_ports_loses_its_load_balancer() {
+    let _serial = SERIAL.lock().await;
+    let h = harness().await;
+    let name = unique_name("portless");
+    let svc = h.create_service(lb_service(&name, 80)).await;
+    h.wait_ready(&name).await;
+    h.patch_service(
+        &name,
+        json!({"spec": {"type": "ExternalName", "externalName": "example.com", "ports": null}}),
+    )
+    .await;
+    let s = h
+        .wait_service(&name, "finalizer removed", |s| !has_finalizer(s))
+        .await;
+    assert!(s.spec.unwrap().ports.unwrap_or_default().is_empty());
+    assert!(h.lb(&svc.uid().unwrap()).is_none(), "load balancer deleted");
+    h.wait_event(&name, "DeletedLoadBalancer").await;
+    h.finish().await;
+}
+
+/// Issue 12, point 3: an empty ingress from EnsureLoadBalancer is a success
+/// (as upstream): no error events, the condition says why there is no
+/// address, and node changes reach the load balancer.
+#[tokio::test]
+async fn an_empty_ingress_is_a_success_without_an_address() {
+    let _serial = SERIAL.lock().await;
+    let h = harness().await;
+    h.fake.corrupt_ingress(Some(vec![]));
+    let name = unique_name("noaddr");
+    let svc = h.create_service(lb_service(&name, 80)).await;
+    let s = h
+        .wait_service(&name, "EnsuredWithoutAddress", |s| {
+            condition_reason(s) == Some("EnsuredWithoutAddress")
+        })
+        .await;
+    assert!(ingress_ips(&s).is_empty());
+    assert_eq!(ensure_calls(&h), 1, "not retried as an error");
+    assert!(
+        events_in(&h.admin, &h.ns, &name, "SyncLoadBalancerFailed")
+            .await
+            .is_empty()
+    );
+    // It counts as ensured: a new node reaches it with UpdateLoadBalancer.
+    let node = unique_name("noaddr-node");
+    h.register_ready_nodes(std::slice::from_ref(&node)).await;
+    h.wait_lb(&svc, "the new node as a backend", |lb| {
+        lb.backends.iter().any(|b| b == &node)
+    })
+    .await;
+    assert_eq!(ensure_calls(&h), 1);
+    h.fake.corrupt_ingress(None);
+    h.finish().await;
+}
+
+/// Issue 12, point 11: a load balancer deleted in the cloud is recreated on
+/// the next backend update, and the Service says so meanwhile.
+#[tokio::test]
+async fn a_load_balancer_deleted_in_the_cloud_is_recreated() {
+    let _serial = SERIAL.lock().await;
+    let h = harness().await;
+    let first = unique_name("lost-a");
+    h.register_ready_nodes(std::slice::from_ref(&first)).await;
+    let name = unique_name("lost");
+    let svc = h.create_service(lb_service(&name, 80)).await;
+    h.wait_ready(&name).await;
+    let uid = svc.uid().unwrap();
+    let before = h.lb(&uid).unwrap();
+    assert!(h.fake.delete_load_balancer_out_of_band(&before.name));
+    assert!(h.lb(&uid).is_none());
+
+    // A node change makes the controller call UpdateLoadBalancer, which
+    // fails: the load balancer is gone.
+    let second = unique_name("lost-b");
+    h.register_ready_nodes(std::slice::from_ref(&second)).await;
+    h.wait_event(&name, "LoadBalancerNotFound").await;
+    h.wait_lb(&svc, "recreated with both nodes", |lb| {
+        lb.backends.contains(&first) && lb.backends.contains(&second)
+    })
+    .await;
+    h.wait_ready(&name).await;
     h.finish().await;
 }

@@ -106,7 +106,28 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool 
             .get_load_balancer(&ctx.cluster_name, request)
             .await
         {
-            Ok(None) => true,
+            Ok(None) => {
+                // Upstream counts this as success and the Service keeps
+                // its address and stays "ready" with no load balancer
+                // behind it. Ours: say so, and ask for a full Ensure,
+                // which recreates it.
+                tracing::warn!(service = %key, update_error = %err, "load balancer gone from the cloud; recreating it");
+                lb.event(
+                    svc,
+                    EventType::Warning,
+                    "LoadBalancerNotFound",
+                    "The load balancer no longer exists in the cloud; recreating it".into(),
+                )
+                .await;
+                let missing = decide::Standing::not_ready(
+                    "LoadBalancerNotFound",
+                    "The load balancer no longer exists in the cloud; recreating it",
+                );
+                if let Err(e) = lb.publish(svc, &missing, None).await {
+                    tracing::warn!(service = %key, error = %e, "updating the LoadBalancerReady condition");
+                }
+                false
+            }
             Ok(Some(_)) => {
                 lb.event(
                     svc,

@@ -182,7 +182,32 @@ fn traffic_policy(p: Option<&str>) -> proto::TrafficPolicy {
 }
 
 /// The Service as the contract describes it.
+/// The Service as GetLoadBalancer and EnsureLoadBalancerDeleted need it,
+/// which never fails: the full description when it converts (ports may be
+/// empty), else its identity alone (namespace, name, uid, labels and
+/// annotations). A Service whose type changed and whose ports were dropped,
+/// or whose spec became invalid, still loses its load balancer.
+pub fn to_proto_ref(svc: &Service) -> proto::Service {
+    convert(svc, false).unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "describing the Service by its identity only");
+        let mut identity = svc.clone();
+        identity.spec = None;
+        identity.status = None;
+        if let Some(a) = identity.metadata.annotations.as_mut() {
+            a.remove(SOURCE_RANGES_ANNOTATION);
+        }
+        // Nothing left that can fail to convert.
+        convert(&identity, false).unwrap_or_default()
+    })
+}
+
+/// The Service as EnsureLoadBalancer and UpdateLoadBalancer need it: valid,
+/// with at least one port.
 pub fn to_proto(svc: &Service) -> Result<proto::Service, SpecError> {
+    convert(svc, true)
+}
+
+fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecError> {
     let s = spec(svc).cloned().unwrap_or_default();
     let ports = s
         .ports
@@ -205,7 +230,7 @@ pub fn to_proto(svc: &Service) -> Result<proto::Service, SpecError> {
             })
         })
         .collect::<Result<Vec<_>, SpecError>>()?;
-    if ports.is_empty() {
+    if require_ports && ports.is_empty() {
         return Err(spec_error(
             "spec.ports",
             "a load balancer needs at least one port",

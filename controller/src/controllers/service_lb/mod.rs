@@ -61,8 +61,6 @@ pub enum SyncError {
         op: &'static str,
         source: kube::Error,
     },
-    #[error("service status returned by EnsureLoadBalancer has no ingress yet")]
-    NoIngress,
 }
 
 fn provider(op: &'static str) -> impl FnOnce(ClientError) -> SyncError {
@@ -101,7 +99,6 @@ impl SyncError {
     fn condition_reason(&self) -> &'static str {
         match self {
             SyncError::Spec(_) => "InvalidServiceSpec",
-            SyncError::NoIngress => "Provisioning",
             SyncError::Kube { .. } => "KubernetesAPIError",
             SyncError::Provider { source, .. } => match source {
                 ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
@@ -384,9 +381,6 @@ impl Lb {
             }
             LbOutcome::Done(status) => {
                 record.elsewhere = false;
-                if status.ingress.is_empty() {
-                    return Err(SyncError::NoIngress);
-                }
                 self.event(
                     svc,
                     EventType::Normal,
@@ -394,12 +388,19 @@ impl Lb {
                     "Ensured load balancer".into(),
                 )
                 .await;
-                self.publish(
-                    svc,
-                    &Standing::ready(),
-                    Some(decide::ingress_from_proto(&status)),
-                )
-                .await?;
+                // An empty ingress is a success, as upstream (only a
+                // missing status is an error): the load balancer exists
+                // and takes backend updates; it has no address to show.
+                let standing = if status.ingress.is_empty() {
+                    Standing::not_ready(
+                        "EnsuredWithoutAddress",
+                        "The provider ensured the load balancer and published no address for it",
+                    )
+                } else {
+                    Standing::ready()
+                };
+                self.publish(svc, &standing, Some(decide::ingress_from_proto(&status)))
+                    .await?;
                 record.ensured = Some(fingerprint);
                 Ok(Action::await_change())
             }
@@ -410,18 +411,8 @@ impl Lb {
     /// condition. Nothing is removed unless the provider said the load
     /// balancer is gone.
     async fn delete(&self, svc: &Service) -> Result<Action, SyncError> {
-        let request = decide::to_proto(svc).or_else(|e| {
-            // The delete needs the Service's identity, not a valid spec.
-            tracing::debug!(error = %e, "deleting with a partial description of the Service");
-            let mut partial = svc.clone();
-            if let Some(s) = partial.spec.as_mut() {
-                s.load_balancer_source_ranges = None;
-            }
-            if let Some(a) = partial.metadata.annotations.as_mut() {
-                a.remove(decide::SOURCE_RANGES_ANNOTATION);
-            }
-            decide::to_proto(&partial)
-        })?;
+        // The delete needs the Service's identity, not a valid spec.
+        let request = decide::to_proto_ref(svc);
         let exists = self
             .ctx
             .provider

@@ -22,7 +22,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<GetLoadBalancerResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let status = call(
             "GetLoadBalancer",
             &ctx,
@@ -47,7 +47,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let name = call(
             "GetLoadBalancerName",
             &ctx,
@@ -129,7 +129,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
         let ctx = context(&req);
         let r = req.get_ref();
-        let (cluster, service) = target(&r.cluster_name, &r.service)?;
+        let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let warnings = call(
             "EnsureLoadBalancerDeleted",
             &ctx,
@@ -179,10 +179,19 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
     }
 }
 
-/// The cluster and Service every load balancer request names, checked.
+/// The cluster and Service an Ensure or Update names, checked: the Service
+/// with at least one port.
 fn target(cluster: &str, service: &Option<Service>) -> Result<(String, Service), Status> {
     let cluster = cluster_name(cluster)?;
     let service = validate::service("service", service).map_err(invalid_request)?;
+    Ok((cluster, service))
+}
+
+/// The cluster and Service a read or the delete names, checked: ports are
+/// not needed to find a load balancer.
+fn target_ref(cluster: &str, service: &Option<Service>) -> Result<(String, Service), Status> {
+    let cluster = cluster_name(cluster)?;
+    let service = validate::service_ref("service", service).map_err(invalid_request)?;
     Ok((cluster, service))
 }
 

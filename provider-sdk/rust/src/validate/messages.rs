@@ -81,19 +81,35 @@ pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked
     Ok(())
 }
 
+/// A Service as the reads and the delete need it: its identity, and any
+/// ports well-formed, but none required (a Service whose ports were dropped
+/// must still lose its load balancer).
+pub fn service_ref(field: &str, service: &Option<Service>) -> Checked<Service> {
+    let s = required(field, service)?;
+    service_fields(field, s)?;
+    Ok(s.clone())
+}
+
+/// A Service as EnsureLoadBalancer and UpdateLoadBalancer need it: at
+/// least one port.
 pub fn service(field: &str, service: &Option<Service>) -> Checked<Service> {
     let s = required(field, service)?;
-    name(&format!("{field}.namespace"), &s.namespace)?;
-    name(&format!("{field}.name"), &s.name)?;
-    name(&format!("{field}.uid"), &s.uid)?;
-    labels(&format!("{field}.labels"), &s.labels)?;
-    annotations(&format!("{field}.annotations"), &s.annotations)?;
+    service_fields(field, s)?;
     if s.ports.is_empty() {
         return Err(violation(
             format!("{field}.ports"),
             "at least one port is required",
         ));
     }
+    Ok(s.clone())
+}
+
+fn service_fields(field: &str, s: &Service) -> Checked {
+    name(&format!("{field}.namespace"), &s.namespace)?;
+    name(&format!("{field}.name"), &s.name)?;
+    name(&format!("{field}.uid"), &s.uid)?;
+    labels(&format!("{field}.labels"), &s.labels)?;
+    annotations(&format!("{field}.annotations"), &s.annotations)?;
     for (i, p) in s.ports.iter().enumerate() {
         let f = format!("{field}.ports[{i}]");
         known_enum::<Protocol>(&format!("{f}.protocol"), p.protocol)?;
@@ -137,7 +153,7 @@ pub fn service(field: &str, service: &Option<Service>) -> Checked<Service> {
     if let Some(status) = &s.status {
         load_balancer_status(&format!("{field}.status"), status)?;
     }
-    Ok(s.clone())
+    Ok(())
 }
 
 pub fn volume(field: &str, volume: &Option<crate::proto::Volume>) -> Checked<crate::proto::Volume> {
