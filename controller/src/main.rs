@@ -3,23 +3,13 @@ use clap::Parser;
 use cloud_controller_manager::config::{
     Command, LogFormat, Options, OutputFormat, ProviderCommand,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
-async fn kube_config(path: &str) -> anyhow::Result<kube::Config> {
-    if path.is_empty() {
-        return kube::Config::infer()
-            .await
-            .context("loading Kubernetes configuration");
-    }
-    let kc = Kubeconfig::read_from(path).with_context(|| format!("reading --kubeconfig {path}"))?;
-    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .with_context(|| format!("using --kubeconfig {path}"))
-}
-
-fn init_logging(format: LogFormat) {
+/// Logs to stderr in `format`; RUST_LOG, when set, wins over `default_filter`
+/// (from `-v`).
+fn init_logging(format: LogFormat, default_filter: &str) {
     use tracing_subscriber::{EnvFilter, fmt, prelude::*};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Json => registry
@@ -66,14 +56,17 @@ async fn main() -> anyhow::Result<()> {
         return provider_info(&opts, output).await;
     }
     let enabled = opts.validate()?;
-    init_logging(opts.logging.log_format);
+    init_logging(opts.log_format(), &opts.log_filter());
     if !opts.compat.cloud_provider.is_empty() {
         tracing::info!(
             cloud_provider = %opts.compat.cloud_provider,
             "--cloud-provider is accepted for compatibility; the provider is whatever serves --provider-endpoint"
         );
     }
-    let config = kube_config(&opts.kube.kubeconfig).await?;
+    for warning in opts.compat_warnings() {
+        tracing::warn!("{warning}");
+    }
+    let config = opts.kube_config().await?;
     cloud_controller_manager::run(opts, enabled, config, shutdown_signal()).await?;
     Ok(())
 }

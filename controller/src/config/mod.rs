@@ -2,6 +2,7 @@
 //! ours for the provider connection, grouped by what they configure and
 //! parsed into typed values. Messages use upstream's wording.
 
+pub mod compat;
 mod controllers;
 pub mod duration;
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, ValueEnum};
 
+pub use compat::{CompatArgs, CompatWarning};
 pub use controllers::{ControllerName, enabled_controllers};
 
 use crate::cidr::{Cidr, parse_cluster_cidrs};
@@ -24,12 +26,27 @@ pub enum ConfigError {
     LeaderElection(String),
     #[error("{0}")]
     ClusterCidr(String),
+    /// Two flags that set one thing disagree.
+    #[error("{0}")]
+    Conflict(String),
 }
+
+/// The admin server's port when neither `--admin-port` nor `--secure-port`
+/// is given: upstream's secure port.
+pub const DEFAULT_ADMIN_PORT: u16 = 10258;
 
 /// A Kubernetes cloud-controller-manager whose cloud lives in a provider
 /// process reached over gRPC on a Unix socket.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "cloud-controller-manager", version, about, long_about = None)]
+#[command(
+    name = "cloud-controller-manager",
+    version,
+    about,
+    long_about = None,
+    // As Go's flags: a repeated flag's last value wins (lists accumulate).
+    args_override_self = true,
+    after_help = "Every flag of upstream's cloud-controller-manager is accepted; those without a meaning here are hidden and listed, with what each does here, in docs/controller.md."
+)]
 pub struct Options {
     /// Without a subcommand: run the controllers.
     #[command(subcommand)]
@@ -115,7 +132,8 @@ pub struct ControllersArgs {
 
     /// Whether the route controller creates cloud routes for pod CIDRs
     /// (needs a provider with routes and --cluster-cidr).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = compat::go_bool, action = clap::ArgAction::Set)]
     pub configure_cloud_routes: bool,
 
     /// The pod network: one CIDR, or two (one per IP family) separated by a
@@ -192,7 +210,8 @@ fn provider_endpoint(s: &str) -> Result<String, String> {
 #[command(next_help_heading = "Leader election")]
 pub struct LeaderElectionArgs {
     /// Run only while holding the leader Lease, so replicas never both act.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = compat::go_bool, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
 
     /// How long a Lease not renewed is respected by the other replicas.
@@ -227,9 +246,9 @@ pub struct AdminArgs {
 
     /// Port of the admin server, plain HTTP (upstream's --secure-port
     /// serves HTTPS on the same port number; see docs/controller.md); 0
-    /// disables it.
-    #[arg(long, default_value_t = 10258)]
-    pub admin_port: u16,
+    /// disables it. [default: 10258, or --secure-port]
+    #[arg(long)]
+    pub admin_port: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -241,19 +260,9 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LoggingArgs {
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
-    pub log_format: LogFormat,
-}
-
-/// Flags accepted so that upstream manifests keep working.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Compatibility")]
-pub struct CompatArgs {
-    /// Accepted for compatibility with upstream manifests; the provider is
-    /// whatever answers on --provider-endpoint.
-    #[arg(long, default_value = "")]
-    pub cloud_provider: String,
+    /// Log format. [default: plain, or --logging-format]
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
 }
 
 /// Test builds only (feature `fault-injection`): faults the supervision
@@ -299,7 +308,63 @@ impl Options {
                 .validate()
                 .map_err(ConfigError::LeaderElection)?;
         }
+        compat::validate(self)?;
         enabled_controllers(&self.controllers.controllers)
+    }
+
+    /// The admin server's port (0: none): `--admin-port`, else
+    /// `--secure-port`, else 10258. [`Options::validate`] refuses the two
+    /// flags disagreeing; here `--admin-port` wins.
+    pub fn admin_port(&self) -> u16 {
+        compat::admin_port(self)
+            .unwrap_or_else(|_| self.admin.admin_port.unwrap_or(DEFAULT_ADMIN_PORT))
+    }
+
+    /// The log format: `--log-format`, else `--logging-format`, else plain.
+    /// [`Options::validate`] refuses the two flags disagreeing; here
+    /// `--log-format` wins.
+    pub fn log_format(&self) -> LogFormat {
+        compat::log_format(self)
+            .unwrap_or_else(|_| self.logging.log_format.unwrap_or(LogFormat::Plain))
+    }
+
+    /// The tracing filter when RUST_LOG is unset, from `-v`.
+    pub fn log_filter(&self) -> String {
+        compat::verbosity_filter(self.compat.verbosity.unwrap_or(0))
+    }
+
+    /// The kube-apiserver connection: `--kubeconfig` (empty: in-cluster,
+    /// then $KUBECONFIG / ~/.kube/config), its server replaced by
+    /// `--master` when given. `--master` without `--kubeconfig` is that
+    /// server without credentials, as upstream's `BuildConfigFromFlags`.
+    pub async fn kube_config(&self) -> anyhow::Result<kube::Config> {
+        use anyhow::Context as _;
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let path = &self.kube.kubeconfig;
+        let master = self.compat.master.as_deref().map(compat::master_uri);
+        let mut config = match (path.is_empty(), master.clone()) {
+            (true, Some(url)) => return Ok(kube::Config::new(url)),
+            (true, None) => kube::Config::infer()
+                .await
+                .context("loading Kubernetes configuration")?,
+            (false, _) => {
+                let kc = Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading --kubeconfig {path}"))?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .with_context(|| format!("using --kubeconfig {path}"))?
+            }
+        };
+        if let Some(url) = master {
+            config.cluster_url = url;
+        }
+        Ok(config)
+    }
+
+    /// One warning per upstream flag given that asks for something we do
+    /// not do; log each once, after logging is set up.
+    pub fn compat_warnings(&self) -> Vec<CompatWarning> {
+        compat::warnings(self)
     }
 }
 
@@ -379,7 +444,8 @@ mod tests {
             Duration::from_secs(10)
         );
         assert_eq!(o.controllers.cluster_cidr, ClusterCidrs::default());
-        assert_eq!(o.logging.log_format, LogFormat::Plain);
+        assert_eq!(o.log_format(), LogFormat::Plain);
+        assert_eq!(o.admin_port(), 10258);
         assert_eq!(o.admin.bind_address, IpAddr::from([0, 0, 0, 0]));
         let off = Options::try_parse_from(["ccm", "--configure-cloud-routes=false"]).unwrap();
         assert!(!off.controllers.configure_cloud_routes);
@@ -397,7 +463,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.controllers.node_monitor_period, Duration::from_secs(90));
         assert_eq!(o.controllers.cluster_cidr.0.len(), 2);
-        assert_eq!(o.logging.log_format, LogFormat::Json);
+        assert_eq!(o.log_format(), LogFormat::Json);
         assert_eq!(
             o.validate().unwrap(),
             vec![CloudNodeLifecycle, ServiceLb, NodeRoute]

@@ -180,14 +180,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let mut manager = Manager::build(opts, config)?;
-    let admin = if manager.opts.admin.admin_port == 0 {
+    let admin_port = manager.opts.admin_port();
+    let admin = if admin_port == 0 {
         None
     } else {
-        let listener = admin::bind(
-            manager.opts.admin.bind_address,
-            manager.opts.admin.admin_port,
-        )
-        .await?;
+        let listener = admin::bind(manager.opts.admin.bind_address, admin_port).await?;
         tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "admin server serving /healthz /livez /readyz /metrics");
         let router = admin::router(manager.health.clone());
         Some(tokio::spawn(async move {
