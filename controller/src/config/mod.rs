@@ -17,6 +17,9 @@ pub use controllers::{ControllerName, enabled_controllers};
 
 use crate::cidr::{Cidr, parse_cluster_cidrs};
 
+/// `--cluster-name`'s default, as upstream.
+pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
+
 /// Why the flags cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -145,6 +148,13 @@ pub struct ControllersArgs {
     /// reconciles them (start to start).
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     pub route_reconciliation_period: Duration,
+
+    /// How often this cluster's load balancers are listed and those no
+    /// Service wants (any more) are deleted; also once at start. 0 turns
+    /// the sweeper off. Needs a provider that lists load balancers, and a
+    /// --cluster-name other than the default (or --allow-untagged-cloud).
+    #[arg(long, default_value = "5m", value_parser = duration::parse)]
+    pub load_balancer_orphan_sweep_period: Duration,
 }
 
 impl ControllersArgs {

@@ -49,6 +49,7 @@ pub fn start(
     name: ControllerName,
     shared: &Shared,
     args: &ControllersArgs,
+    allow_untagged_cloud: bool,
     node_events: Option<NodeEvents>,
 ) -> BoxFuture<'static, ()> {
     let ctx = Context::new(
@@ -79,6 +80,7 @@ pub fn start(
             ctx,
             shared.node_changes.clone(),
             args.concurrent_service_syncs.get(),
+            orphan_sweep(args, allow_untagged_cloud),
         )
         .boxed(),
         ControllerName::NodeRoute => node_route::run(
@@ -90,4 +92,21 @@ pub fn start(
         .boxed(),
         ControllerName::PvLabel => pv_label::run(ctx).boxed(),
     }
+}
+
+/// The orphan sweeper's period, if it runs. Not with the default cluster
+/// name: two clusters that both kept it would each see the other's load
+/// balancers as orphans.
+fn orphan_sweep(args: &ControllersArgs, allow_untagged_cloud: bool) -> Option<std::time::Duration> {
+    if args.load_balancer_orphan_sweep_period.is_zero() {
+        return None;
+    }
+    if args.cluster_name == crate::config::DEFAULT_CLUSTER_NAME && !allow_untagged_cloud {
+        tracing::warn!(
+            "the load balancer orphan sweeper is off: --cluster-name is the default {:?}, which other clusters sharing the cloud account may use too; set --cluster-name (or --allow-untagged-cloud to sweep anyway)",
+            crate::config::DEFAULT_CLUSTER_NAME
+        );
+        return None;
+    }
+    Some(args.load_balancer_orphan_sweep_period)
 }

@@ -190,6 +190,17 @@ pub struct ControllerMetrics {
     pub nodesync_latency: Histogram,
     /// `route_controller_route_sync_total`: route reconciles.
     pub route_syncs: Counter,
+    /// `ccm_load_balancer_orphan_sweeps_total{result}`: passes of the
+    /// orphan sweeper (`complete`, `failed`).
+    pub orphan_sweeps: Family<SweepLabels, Counter>,
+    /// `ccm_load_balancer_orphans_deleted_total`: load balancers of this
+    /// cluster deleted because no Service wants them.
+    pub orphans_deleted: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SweepLabels {
+    pub result: &'static str,
 }
 
 impl ControllerMetrics {
@@ -200,6 +211,8 @@ impl ControllerMetrics {
             nodesync_errors: Counter::default(),
             nodesync_latency: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
             route_syncs: Counter::default(),
+            orphan_sweeps: Family::default(),
+            orphans_deleted: Counter::default(),
         };
         // prometheus-client appends `_total` to counters.
         registry.register(
@@ -221,6 +234,16 @@ impl ControllerMetrics {
             "route_controller_route_sync",
             "A metric counting the amount of times routes have been synced with the cloud provider",
             m.route_syncs.clone(),
+        );
+        registry.register(
+            "ccm_load_balancer_orphan_sweeps",
+            "Passes of the load balancer orphan sweeper by result (complete, failed)",
+            m.orphan_sweeps.clone(),
+        );
+        registry.register(
+            "ccm_load_balancer_orphans_deleted",
+            "Load balancers of this cluster deleted because no Service wants them",
+            m.orphans_deleted.clone(),
         );
         m
     }

@@ -153,7 +153,13 @@ impl Manager {
             tracing::info!(controller = c.canonical(), "starting");
             self.health.add_controller(c.canonical());
             self.manager_metrics.set_running(c.alias(), true);
-            let task = controllers::start(*c, &shared, &self.opts.controllers, events);
+            let task = controllers::start(
+                *c,
+                &shared,
+                &self.opts.controllers,
+                self.opts.compat.allow_untagged_cloud,
+                events,
+            );
             #[cfg(feature = "fault-injection")]
             let task = faults::maybe_panic(*c, self.opts.faults.inject_panic, task);
             supervisor.spawn(c.canonical(), task);

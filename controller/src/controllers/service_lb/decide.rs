@@ -49,6 +49,24 @@ pub fn has_finalizer(svc: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
 }
 
+/// The load balancers no Service wants: none has the entry's uid, or the one
+/// that has it neither wants a load balancer nor carries our finalizer (a
+/// Service that still carries it is the normal delete path's).
+pub fn orphans<'a>(
+    listed: &'a [ccm_provider_sdk::LoadBalancerEntry],
+    services: &[std::sync::Arc<Service>],
+) -> Vec<&'a ccm_provider_sdk::LoadBalancerEntry> {
+    let wanted: std::collections::HashSet<&str> = services
+        .iter()
+        .filter(|s| wants_load_balancer(s) || has_finalizer(s))
+        .filter_map(|s| s.metadata.uid.as_deref())
+        .collect();
+    listed
+        .iter()
+        .filter(|e| !wanted.contains(e.service_uid.as_str()))
+        .collect()
+}
+
 /// The finalizer is present and the Service is being deleted or no longer
 /// wants our load balancer. (Upstream checks only `type`, so a Service that
 /// gains a `loadBalancerClass` would keep its LB; a class cannot be set on
@@ -851,5 +869,44 @@ mod tests {
             ]
         );
         assert_eq!(edit_distance("health-check-paht", "health-check-path"), 1);
+    }
+
+    #[test]
+    fn orphans_are_load_balancers_no_service_wants() {
+        let entry = |uid: &str| ccm_provider_sdk::LoadBalancerEntry {
+            name: format!("lb-{uid}"),
+            service_uid: uid.into(),
+            service_namespace: "ns".into(),
+            service_name: "web".into(),
+            status: None,
+        };
+        let listed = vec![
+            entry("live"),
+            entry("gone"),
+            entry("switched"),
+            entry("leaving"),
+        ];
+        let with_uid = |uid: &str, type_: &str, finalizer: bool| {
+            let mut s = lb_service();
+            s.metadata.uid = Some(uid.into());
+            s.spec.as_mut().unwrap().type_ = Some(type_.into());
+            if finalizer {
+                s.metadata.finalizers = Some(vec![FINALIZER.into()]);
+            }
+            std::sync::Arc::new(s)
+        };
+        let services = vec![
+            with_uid("live", "LoadBalancer", false),
+            // Type changed while we were down, finalizer removed by hand.
+            with_uid("switched", "ClusterIP", false),
+            // Type changed, finalizer still on: the delete path's.
+            with_uid("leaving", "ClusterIP", true),
+        ];
+        let names: Vec<&str> = orphans(&listed, &services)
+            .iter()
+            .map(|e| e.service_uid.as_str())
+            .collect();
+        assert_eq!(names, ["gone", "switched"]);
+        assert!(orphans(&[], &services).is_empty());
     }
 }

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use ccm_provider_sdk::proto::{self, ErrorReason};
 use ccm_provider_sdk::{ClientError, LbOutcome};
-use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 mod backends;
 mod decide;
+mod orphans;
 
 use super::backoff::Backoff;
 use super::context::Context;
@@ -197,6 +198,15 @@ impl Lb {
         let backends = Arc::new(decide::backends(nodes.iter().map(|n| n.as_ref())));
         *cache = Some((key, backends.clone()));
         backends
+    }
+
+    /// Drops the records of Services the cache no longer has (deleted
+    /// without a reconciled delete), except those a sync holds right now.
+    fn forget_vanished(&self, services: &[Arc<Service>]) {
+        let present: HashSet<String> = services.iter().map(|s| decide::key(s)).collect();
+        self.records
+            .lock()
+            .retain(|key, record| present.contains(key) || record.try_lock().is_err());
     }
 
     fn forget(&self, key: &str) {
@@ -407,6 +417,22 @@ impl Lb {
         }
     }
 
+    /// Deletes the load balancer of the Service (uid `old_uid`) that `svc`
+    /// replaced under the same name.
+    async fn delete_replaced(&self, svc: &Service, old_uid: &str) -> Result<(), SyncError> {
+        let mut old = decide::to_proto_ref(svc);
+        old.uid = old_uid.to_owned();
+        let warnings = self
+            .ctx
+            .provider
+            .ensure_load_balancer_deleted(&self.ctx.cluster_name, old)
+            .await
+            .map_err(provider("delete the load balancer of the replaced Service"))?;
+        self.provider_warnings(svc, &warnings).await;
+        tracing::info!(service = %decide::key(svc), old_uid, "deleted the load balancer of the Service this one replaced");
+        Ok(())
+    }
+
     /// Deletes the load balancer, then the finalizer, ingress and
     /// condition. Nothing is removed unless the provider said the load
     /// balancer is gone.
@@ -538,7 +564,17 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     let record = lb.record(&key);
     let mut record = record.lock().await;
     if record.uid != uid {
-        // A new Service under an old name: nothing we did applies to it.
+        // A new Service under an old name: the old one's load balancer goes
+        // (as upstream's processServiceDeletion), and nothing we did
+        // applies to the new one.
+        if !record.uid.is_empty()
+            && record.ensured.is_some()
+            && let Err(e) = lb.delete_replaced(&svc, &record.uid).await
+        {
+            let delay = lb.backoff.failed(&key);
+            tracing::warn!(service = %key, error = %e, retry_in = ?delay, "deleting the load balancer of the Service this one replaced");
+            return (Action::requeue(delay), true);
+        }
         *record = Record {
             uid: uid.clone(),
             ..Record::default()
@@ -609,23 +645,43 @@ fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Ac
 
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced, so no Service is ensured with a partial node set.
-pub async fn run(ctx: Arc<Context>, node_changes: tokio::sync::watch::Receiver<u64>, workers: u16) {
+pub async fn run(
+    ctx: Arc<Context>,
+    node_changes: tokio::sync::watch::Receiver<u64>,
+    workers: u16,
+    orphan_sweep: Option<Duration>,
+) {
     let client = ctx.client.clone();
     let (resync, resync_requests) = mpsc::unbounded();
     let lb = Lb::new(ctx, resync);
     let (store, writer) = reflector::store();
+    let synced = tokio::sync::watch::Sender::new(false);
+    let synced_rx = synced.subscribe();
     let services = watcher(Api::<Service>::all(client), watcher::Config::default())
         .default_backoff()
         .modify(|s: &mut Service| s.metadata.managed_fields = None)
         .reflect(writer)
+        .inspect_ok(move |ev| {
+            if matches!(ev, watcher::Event::InitDone) {
+                synced.send_replace(true);
+            }
+        })
         .applied_objects();
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
-    let controller = Controller::for_stream(services, store)
+    let sweeper = async {
+        match orphan_sweep {
+            Some(period) => {
+                orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, period).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let controller = Controller::for_stream(services, store.clone())
         .with_config(Config::default().concurrency(workers))
         .reconcile_on(resync_requests)
-        .run(reconcile, error_policy, lb)
+        .run(reconcile, error_policy, lb.clone())
         .for_each(|_| async {});
-    tokio::join!(controller, backends);
+    tokio::join!(controller, backends, sweeper);
 }
 
 #[cfg(test)]
