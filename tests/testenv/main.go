@@ -11,8 +11,13 @@
 //     {"event":"ready","kubeconfig":"…","url":"https://127.0.0.1:PORT",…};
 //   - all logs go to stderr; any start-up failure is one line
 //     "ccm-testenv: error: …" on stderr and exit code 1;
-//   - SIGTERM/SIGINT stop the apiserver gracefully, then etcd, then remove the
-//     state this process wrote (unless --keep) and exit 0.
+//   - a data directory left by an earlier run with --keep is reused: the same
+//     CA, serving certificate, service-account keys, admin token and etcd
+//     data (and, without --port, the same port if it is free), so the old
+//     kubeconfig and every object survive a restart;
+//   - SIGTERM/SIGINT stop the apiserver (open watches are ended at once),
+//     then etcd, within a few seconds, then remove the state this process
+//     used (unless --keep) and exit 0.
 package main
 
 import (
@@ -50,6 +55,7 @@ type options struct {
 	readyTimeout time.Duration
 	etcdLog      string
 	apiserverV   int
+	stopTimeout  time.Duration
 }
 
 func main() {
@@ -79,6 +85,7 @@ Flags:
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 120*time.Second, "give up if /readyz is not ok within this time")
 	fs.StringVar(&o.etcdLog, "etcd-log-level", "error", "embedded etcd log level")
 	fs.IntVar(&o.apiserverV, "v", 0, "kube-apiserver log verbosity")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "on SIGTERM, stop waiting for kube-apiserver, and then for etcd, after this long each")
 	split := len(args)
 	for i, a := range args {
 		if a == "--" {
@@ -121,15 +128,20 @@ func run() error {
 	}
 	// From here on the directory is ours; clean it up however we leave.
 	var st *state
+	// Whether to remove st on exit (unless --keep): always for state this
+	// run generated; for an earlier run's state only once it served, so a
+	// failed start never destroys what --keep left behind.
+	removeState := false
 	cleanup := func() {
-		if st != nil && !opts.keep {
+		if st != nil && removeState && !opts.keep {
 			st.remove()
 		}
 		lock.release(opts.keep || !created)
 	}
 	defer cleanup()
 
-	apiPort, err := reservePort(opts.port)
+	reused := hasState(dir)
+	apiPort, err := pickPort(dir, opts.port, reused)
 	if err != nil {
 		return err
 	}
@@ -142,19 +154,21 @@ func run() error {
 		return err
 	}
 
-	st, err = writeState(dir, apiPort)
+	if reused {
+		st, err = reuseState(dir, apiPort)
+	} else {
+		st, err = writeState(dir, apiPort)
+	}
 	if err != nil {
 		return err
 	}
+	removeState = !reused
 
 	etcd, err := startEtcd(dir, etcdClientPort, etcdPeerPort, opts.etcdLog)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		etcd.Close()
-		<-etcd.Server.StopNotify()
-	}()
+	defer stopEtcd(etcd, opts.stopTimeout)
 
 	// The apiserver's own signal handler turns SIGTERM/SIGINT into a graceful
 	// shutdown and makes cli.Run return. Until it has installed itself we
@@ -196,14 +210,66 @@ func run() error {
 		"pid":        os.Getpid(),
 		"token_file": st.tokens,
 		"ca_file":    st.caCert,
+		"reused":     reused,
 	})
 	fmt.Println(string(line))
+	removeState = true
 
-	code := <-apiErr
+	var code int
+	select {
+	case code = <-apiErr:
+	case s := <-sigs:
+		// The apiserver got the same signal and shuts down gracefully; open
+		// watches end at once (--shutdown-watch-termination-grace-period).
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "ccm-testenv: %v: stopping kube-apiserver\n", s)
+		select {
+		case code = <-apiErr:
+			fmt.Fprintf(os.Stderr, "ccm-testenv: kube-apiserver stopped in %v\n", time.Since(start).Round(time.Millisecond))
+		case <-time.After(opts.stopTimeout):
+			// Its goroutines die with the process; stop etcd regardless.
+			fmt.Fprintf(os.Stderr, "ccm-testenv: kube-apiserver still running %v after %v; stopping etcd anyway\n", opts.stopTimeout, s)
+		}
+	}
 	if code != 0 {
 		return fmt.Errorf("kube-apiserver exited with code %d", code)
 	}
 	return nil
+}
+
+// pickPort is the apiserver port: the one asked for; else, on a reused data
+// directory, the port of the earlier run if it is free, so its kubeconfig
+// keeps working unchanged; else any free one.
+func pickPort(dir string, port int, reused bool) (int, error) {
+	if port != 0 || !reused {
+		return reservePort(port)
+	}
+	if prev := previousPort(dir); prev != 0 {
+		if p, err := reservePort(prev); err == nil {
+			return p, nil
+		}
+		fmt.Fprintf(os.Stderr, "ccm-testenv: the earlier port %d is taken; picking another (the kubeconfig is rewritten)\n", prev)
+	}
+	return reservePort(0)
+}
+
+// stopEtcd closes etcd and waits until its server has stopped, at most
+// timeout: Close may wait up to etcd's request timeout (7s) for clients that
+// are still connected, such as a kube-apiserver that did not stop in time.
+func stopEtcd(e *embed.Etcd, timeout time.Duration) {
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Close()
+		<-e.Server.StopNotify()
+	}()
+	select {
+	case <-done:
+		fmt.Fprintf(os.Stderr, "ccm-testenv: etcd stopped in %v\n", time.Since(start).Round(time.Millisecond))
+	case <-time.After(timeout):
+		fmt.Fprintf(os.Stderr, "ccm-testenv: etcd still stopping after %v; exiting anyway\n", timeout)
+	}
 }
 
 func apiserverFlags(st *state, etcdPort, apiPort, verbosity int, extra []string) []string {
@@ -231,6 +297,10 @@ func apiserverFlags(st *state, etcdPort, apiPort, verbosity int, extra []string)
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// End open watches as soon as shutdown starts rather than letting the
+		// HTTP server wait --request-timeout (60s) for them: without this a
+		// SIGTERM with any client watching takes a minute.
+		"--shutdown-watch-termination-grace-period=2s",
 		"--v=" + strconv.Itoa(verbosity),
 	}
 	return append(flags, extra...)

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -109,9 +111,10 @@ func (s *state) remove() {
 	}
 }
 
-func writeState(dir string, apiPort int) (*state, error) {
+// newState names the files of a data directory; nothing is read or written.
+func newState(dir string) *state {
 	pki := filepath.Join(dir, "pki")
-	s := &state{
+	return &state{
 		dir:         dir,
 		certDir:     pki,
 		caCert:      filepath.Join(pki, "ca.crt"),
@@ -121,9 +124,41 @@ func writeState(dir string, apiPort int) (*state, error) {
 		saPub:       filepath.Join(pki, "sa.pub"),
 		tokens:      filepath.Join(dir, "tokens.csv"),
 		kubeconfig:  filepath.Join(dir, "kubeconfig"),
-		url:         "https://127.0.0.1:" + strconv.Itoa(apiPort),
 	}
-	if err := os.MkdirAll(pki, 0o700); err != nil {
+}
+
+// hasState reports whether a data directory holds the credentials of an
+// earlier run (one stopped with --keep), which a start then reuses.
+func hasState(dir string) bool {
+	_, err := os.Stat(newState(dir).caCert)
+	return err == nil
+}
+
+// previousPort is the apiserver port an earlier run wrote into the admin
+// kubeconfig, or 0 if there is none.
+func previousPort(dir string) int {
+	data, err := os.ReadFile(newState(dir).kubeconfig)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "server: https://127.0.0.1:")
+		if !ok {
+			continue
+		}
+		if p, err := strconv.Atoi(rest); err == nil && p > 0 && p <= 65535 {
+			return p
+		}
+	}
+	return 0
+}
+
+// writeState generates the CA, serving certificate, service-account keys,
+// admin token and kubeconfig of a fresh data directory.
+func writeState(dir string, apiPort int) (*state, error) {
+	s := newState(dir)
+	s.url = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	if err := os.MkdirAll(s.certDir, 0o700); err != nil {
 		return nil, err
 	}
 	caPEM, err := writeCAAndServingCert(s)
@@ -139,9 +174,65 @@ func writeState(dir string, apiPort int) (*state, error) {
 	}
 	s.adminToken = hex.EncodeToString(tok)
 	// token,user,uid,"group1,group2"
-	line := fmt.Sprintf("%s,ccm-testenv-admin,ccm-testenv-admin,\"system:masters\"\n", s.adminToken)
+	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", s.adminToken, adminUser, adminUser)
 	if err := os.WriteFile(s.tokens, []byte(line), 0o600); err != nil {
 		return nil, err
+	}
+	if err := writeKubeconfig(s, caPEM); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+const adminUser = "ccm-testenv-admin"
+
+// reuseState takes over the credentials an earlier run left in dir: the same
+// CA, serving certificate, service-account keys and admin token, so clients
+// and tokens of that run keep working. Only the kubeconfig is rewritten, and
+// only its server URL can change (when the port does).
+func reuseState(dir string, apiPort int) (*state, error) {
+	s := newState(dir)
+	s.url = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	fail := func(format string, args ...any) (*state, error) {
+		return nil, fmt.Errorf("data directory %s holds an unusable earlier state (%s); remove it or pick another --data-dir", dir, fmt.Sprintf(format, args...))
+	}
+	for _, f := range []string{s.caCert, s.servingCert, s.servingKey, s.saKey, s.saPub, s.tokens} {
+		if _, err := os.Stat(f); err != nil {
+			return fail("%v", err)
+		}
+	}
+	caPEM, err := os.ReadFile(s.caCert)
+	if err != nil {
+		return fail("%v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fail("%s holds no PEM certificate", s.caCert)
+	}
+	pair, err := tls.LoadX509KeyPair(s.servingCert, s.servingKey)
+	if err != nil {
+		return fail("serving certificate: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fail("serving certificate: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1"}); err != nil {
+		return fail("serving certificate: %v", err)
+	}
+	tokens, err := os.ReadFile(s.tokens)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, line := range strings.Split(string(tokens), "\n") {
+		fields := strings.Split(line, ",")
+		if len(fields) >= 2 && fields[1] == adminUser && fields[0] != "" {
+			s.adminToken = fields[0]
+			break
+		}
+	}
+	if s.adminToken == "" {
+		return fail("%s has no token for %s", s.tokens, adminUser)
 	}
 	if err := writeKubeconfig(s, caPEM); err != nil {
 		return nil, err

@@ -8,6 +8,16 @@
 //! instances, inject faults and read the call log. The binary exposes the
 //! same controls over HTTP ([`admin`]).
 //!
+//! With [`FakeConfig::state_file`] (the binary's `--state-file PATH`) the
+//! cloud outlives the process: instances (declared, auto-created, shut down
+//! or removed), load balancers (name, address, ports, backends, the Service
+//! and cluster they belong to) and routes are rewritten atomically to that
+//! JSON file before each change is answered, and loaded again at start, so a
+//! fake killed with SIGKILL comes back with the same cloud. A missing file
+//! starts an empty cloud (plus `instances`); an unreadable or corrupt one is
+//! an [`Error::StateFile`] naming the path, never an empty cloud. Faults,
+//! readiness and the call log are not kept. See [`persist`] for the format.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeCloud, FakeConfig, Method};
@@ -24,6 +34,7 @@
 
 pub mod admin;
 pub mod faults;
+pub mod persist;
 mod provider;
 pub mod state;
 
@@ -45,6 +56,7 @@ pub use state::{
 };
 
 use faults::{CallLog, Faults, Plan};
+use persist::StateFile;
 use state::State;
 
 /// Reads an instances file: a JSON list of [`InstanceSpec`].
@@ -70,6 +82,9 @@ pub enum Error {
     UnknownInstance(String),
     #[error("instances file {path}: {reason}")]
     InstancesFile { path: String, reason: String },
+    /// The state file cannot be read, is corrupt, or cannot be written.
+    #[error("state file {path}: {reason}")]
+    StateFile { path: String, reason: String },
     #[error("admin server: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -78,6 +93,7 @@ pub enum Error {
 
 struct Shared {
     state: Mutex<State>,
+    state_file: Option<StateFile>,
     faults: Mutex<Faults>,
     calls: Mutex<CallLog>,
 }
@@ -120,13 +136,22 @@ impl Drop for CallGuard<'_> {
 }
 
 impl FakeCloud {
-    /// A cloud with `config`'s instances; fails on an unusable IP pool or
-    /// instance list.
+    /// A cloud with `config`'s instances, or the one kept in
+    /// `config.state_file` if that file exists; fails on an unusable IP pool,
+    /// instance list or state file.
     pub fn new(config: FakeConfig) -> Result<Self, Error> {
         let capacity = config.call_log_capacity;
+        let (state, state_file) = match config.state_file.clone() {
+            Some(path) => {
+                let (file, state) = StateFile::open(path, config)?;
+                (state, Some(file))
+            }
+            None => (State::new(config)?, None),
+        };
         Ok(FakeCloud {
             shared: Arc::new(Shared {
-                state: Mutex::new(State::new(config)?),
+                state: Mutex::new(state),
+                state_file,
                 faults: Mutex::new(Faults::default()),
                 calls: Mutex::new(CallLog::new(capacity)),
             }),
@@ -162,16 +187,49 @@ impl FakeCloud {
 
     // ---- instances ----
 
+    /// Runs `change` on the cloud and, with a state file, writes the
+    /// result before returning (still under the lock, so the file follows
+    /// the order of changes). A failed write is retried with the next change.
+    fn change<T>(&self, change: impl FnOnce(&mut State) -> T) -> (T, Result<(), Error>) {
+        let mut state = lock(&self.shared.state);
+        let out = change(&mut state);
+        let saved = match &self.shared.state_file {
+            Some(file) if state.dirty => file.save(&state),
+            _ => Ok(()),
+        };
+        if saved.is_ok() {
+            state.dirty = false;
+        }
+        (out, saved)
+    }
+
+    /// [`Self::change`] for changes that can fail themselves.
+    fn try_change<T>(
+        &self,
+        change: impl FnOnce(&mut State) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let (out, saved) = self.change(change);
+        let out = out?;
+        saved?;
+        Ok(out)
+    }
+
     /// Declares an instance (replacing one of the same name); it exists
     /// even if it was removed before.
     pub fn add_instance(&self, spec: InstanceSpec) -> Result<Instance, Error> {
-        lock(&self.shared.state).add_instance(spec, false)
+        self.try_change(|s| s.add_instance(spec, false))
     }
 
     /// Deletes an instance; it then stays gone even with auto-create, and
-    /// routes to it turn into blackholes. Returns whether it existed.
+    /// routes to it turn into blackholes. Returns whether it existed. A
+    /// failure to write the state file is logged (and retried with the next
+    /// change).
     pub fn remove_instance(&self, name: &str) -> bool {
-        lock(&self.shared.state).remove_instance(name)
+        let (existed, saved) = self.change(|s| s.remove_instance(name));
+        if let Err(e) = saved {
+            tracing::error!("removing instance {name}: {e}");
+        }
+        existed
     }
 
     /// Deletes a load balancer by its cloud name behind the controller's
@@ -182,12 +240,12 @@ impl FakeCloud {
 
     /// Shuts an instance down (`InstanceShutdown` answers shut down).
     pub fn shutdown_instance(&self, name: &str) -> Result<(), Error> {
-        lock(&self.shared.state).set_shutdown(name, true)
+        self.try_change(|s| s.set_shutdown(name, true))
     }
 
     /// Starts a shut-down instance again.
     pub fn start_instance(&self, name: &str) -> Result<(), Error> {
-        lock(&self.shared.state).set_shutdown(name, false)
+        self.try_change(|s| s.set_shutdown(name, false))
     }
 
     /// Every instance, by name.
@@ -272,9 +330,26 @@ impl FakeCloud {
         lock(&self.shared.calls).clear();
     }
 
+    /// `work` as a provider call's change to the cloud: a failure to keep
+    /// the change in the state file answers `INTERNAL` (a retry is safe:
+    /// every mutation is idempotent).
+    fn provider_change<T>(
+        &self,
+        work: impl FnOnce(&mut State) -> ProviderResult<T>,
+    ) -> ProviderResult<T> {
+        let (out, saved) = self.change(work);
+        if let Err(e) = saved {
+            tracing::error!("{e}");
+            return Err(ProviderError::internal(format!(
+                "the fake cloud could not keep the change: {e}"
+            )));
+        }
+        out
+    }
+
     /// Runs one provider call through the fault machinery and the call log.
     /// `work` runs under the state lock, after any latency, and must not
-    /// block.
+    /// block; with a state file, its changes are written before the answer.
     pub(crate) async fn call<T>(
         &self,
         method: Method,
@@ -298,7 +373,7 @@ impl FakeCloud {
                 after_work: true,
             } => {
                 // The result is lost on purpose, as a dropped answer would be.
-                let _ = work(&mut lock(&self.shared.state));
+                let _ = self.provider_change(work);
                 tokio::time::sleep(latency).await;
                 Err(e)
             }
@@ -308,7 +383,7 @@ impl FakeCloud {
                 }
                 match error {
                     Some(e) => Err::<T, ProviderError>(e),
-                    None => work(&mut lock(&self.shared.state)),
+                    None => self.provider_change(work),
                 }
             }
         };

@@ -1,6 +1,11 @@
 //! `fake-provider`: the in-memory fake cloud as a provider process, with the
 //! admin API next to it. Serves until SIGTERM or SIGINT, then stops both
 //! servers and removes both sockets.
+//!
+//! `--state-file PATH` keeps the cloud in a JSON file so that the process can
+//! be killed (even with SIGKILL) and restarted with the same instances, load
+//! balancers (same addresses) and routes; a corrupt file makes it exit 1
+//! naming the file. Without it the cloud lives in memory only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,6 +60,13 @@ struct Args {
     /// A JSON list of instances that exist from the start.
     #[arg(long)]
     instances_file: Option<PathBuf>,
+    /// Keep the cloud (instances, load balancers, routes) in this JSON file,
+    /// rewritten atomically after every change and loaded at start, so a
+    /// restart (even after SIGKILL) finds the same cloud. An existing file
+    /// wins over --instances-file; a corrupt one is an error. Faults,
+    /// readiness and the call log are not kept.
+    #[arg(long)]
+    state_file: Option<PathBuf>,
     /// Permission bits of both sockets, in octal.
     #[arg(long, default_value = "600", value_parser = parse_octal)]
     socket_mode: u32,
@@ -85,6 +97,7 @@ fn config(args: &Args) -> anyhow::Result<FakeConfig> {
     let mut config = FakeConfig {
         auto_create_instances: args.auto_create_instances,
         implemented_elsewhere_classes: args.implemented_elsewhere_classes.clone(),
+        state_file: args.state_file.clone(),
         ..FakeConfig::default()
     };
     if let Some(v) = &args.zone {

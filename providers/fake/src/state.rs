@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
 
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
@@ -60,6 +61,13 @@ pub struct FakeConfig {
     /// InstanceMetadata leaves zone and region empty (only ZonesService
     /// knows them), as some older clouds do.
     pub zones_only_via_zones_service: bool,
+    /// Keep the cloud (instances, load balancers, routes) in this JSON file,
+    /// rewritten atomically after every change, so a fake killed outright
+    /// comes back with the same cloud. An existing file is loaded at start
+    /// and `instances` is then ignored (the file has the cloud as it was,
+    /// removals included); a missing one starts the cloud from `instances`.
+    /// Faults, readiness and the call log are never kept. One fake per file.
+    pub state_file: Option<PathBuf>,
 }
 
 impl Default for FakeConfig {
@@ -75,6 +83,7 @@ impl Default for FakeConfig {
             instances: Vec::new(),
             call_log_capacity: 10_000,
             zones_only_via_zones_service: false,
+            state_file: None,
         }
     }
 }
@@ -327,6 +336,23 @@ pub(crate) struct State {
     next_address: u32,
     lbs: BTreeMap<(String, String), LoadBalancer>,
     routes: BTreeMap<(String, String), RouteRecord>,
+    /// Set by every change to the cloud (not to readiness), cleared once
+    /// the change is in the state file.
+    pub(crate) dirty: bool,
+}
+
+/// The part of [`State`] a state file keeps: the cloud itself. The IP pool's
+/// allocations and the id index follow from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Persisted {
+    pub(crate) instances: Vec<Instance>,
+    /// Names and ids removed on purpose.
+    pub(crate) removed: Vec<String>,
+    /// How many addresses 10.0.0.10 onwards were handed out already.
+    pub(crate) next_address: u32,
+    pub(crate) load_balancers: Vec<LoadBalancer>,
+    pub(crate) routes: Vec<RouteRecord>,
 }
 
 /// The parsed load balancer options of a Service.
@@ -443,10 +469,89 @@ impl State {
             next_address: 0,
             lbs: BTreeMap::new(),
             routes: BTreeMap::new(),
+            dirty: false,
             config,
         };
         for spec in state.config.instances.clone() {
             state.add_instance(spec, false)?;
+        }
+        Ok(state)
+    }
+
+    /// The cloud as a state file keeps it.
+    pub(crate) fn persisted(&self) -> Persisted {
+        Persisted {
+            instances: self.instances(),
+            removed: self.removed.iter().cloned().collect(),
+            next_address: self.next_address,
+            load_balancers: self.lbs.values().cloned().collect(),
+            routes: self.routes.values().cloned().collect(),
+        }
+    }
+
+    /// The cloud of a state file under `config` (whose `instances` are
+    /// ignored). Refuses anything a running fake could not have written:
+    /// duplicate names, ids, load balancers, routes or addresses, and
+    /// addresses outside the configured pool.
+    pub(crate) fn restore(config: FakeConfig, saved: Persisted) -> Result<Self, String> {
+        let pool = IpPool::parse(&config.lb_ip_pool).map_err(|e| e.to_string())?;
+        let mut state = State {
+            readiness: Readiness::Ready,
+            pool,
+            instances: BTreeMap::new(),
+            ids: HashMap::new(),
+            removed: saved.removed.into_iter().collect(),
+            next_address: saved.next_address,
+            lbs: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            dirty: false,
+            config,
+        };
+        for i in saved.instances {
+            if i.name.is_empty() {
+                return Err("an instance has no name".to_owned());
+            }
+            if let Some(owner) = state.ids.insert(i.id.clone(), i.name.clone()) {
+                return Err(format!(
+                    "instances {owner} and {} share the id {}",
+                    i.name, i.id
+                ));
+            }
+            if let Some(dup) = state.instances.insert(i.name.clone(), i) {
+                return Err(format!("instance {} appears twice", dup.name));
+            }
+        }
+        for lb in saved.load_balancers {
+            let name = &lb.name;
+            if !state.pool.contains(lb.ip) {
+                return Err(format!(
+                    "load balancer {name} has address {} outside the pool {}",
+                    lb.ip, state.config.lb_ip_pool
+                ));
+            }
+            if !state.pool.is_free(lb.ip) {
+                return Err(format!(
+                    "load balancer {name} has address {} of another load balancer",
+                    lb.ip
+                ));
+            }
+            state.pool.take(lb.ip);
+            let k = key(&lb.cluster_name, &lb.service_uid);
+            if state.lbs.insert(k, lb.clone()).is_some() {
+                return Err(format!(
+                    "two load balancers of cluster {} for service uid {}",
+                    lb.cluster_name, lb.service_uid
+                ));
+            }
+        }
+        for r in saved.routes {
+            let k = key(&r.cluster_name, &r.destination_cidr);
+            if state.routes.insert(k, r.clone()).is_some() {
+                return Err(format!(
+                    "two routes of cluster {} for {}",
+                    r.cluster_name, r.destination_cidr
+                ));
+            }
         }
         Ok(state)
     }
@@ -506,12 +611,14 @@ impl State {
         self.ids.insert(id.clone(), spec.name.clone());
         self.removed.remove(&spec.name);
         self.removed.remove(&id);
+        self.dirty = true;
         Ok(instance)
     }
 
     /// Deletes an instance for good: it stays gone under auto-create, as a
     /// deleted VM would. Returns whether it existed.
     pub(crate) fn remove_instance(&mut self, name: &str) -> bool {
+        self.dirty = true;
         self.removed.insert(name.to_owned());
         match self.instances.remove(name) {
             Some(old) => {
@@ -529,6 +636,7 @@ impl State {
             .get_mut(name)
             .ok_or_else(|| Error::UnknownInstance(name.to_owned()))?;
         instance.shutdown = shutdown;
+        self.dirty = true;
         Ok(())
     }
 
@@ -728,6 +836,7 @@ impl State {
             generation,
         };
         if existing != Some(&lb) {
+            self.dirty = true;
             lb.generation += 1;
             if let Some(old) = existing.map(|e| e.ip)
                 && old != ip
@@ -769,6 +878,7 @@ impl State {
         if lb.backends != wanted {
             lb.backends = wanted;
             lb.generation += 1;
+            self.dirty = true;
         }
         Ok(LbAnswer::done(()))
     }
@@ -776,6 +886,7 @@ impl State {
     pub(crate) fn delete_lb(&mut self, cluster: &str, service: &Service) {
         if let Some(lb) = self.lbs.remove(&key(cluster, &service.uid)) {
             self.pool.release(lb.ip);
+            self.dirty = true;
         }
     }
 
@@ -854,11 +965,18 @@ impl State {
         };
         let created = self.route_proto(&record);
         self.routes.insert(k, record);
+        self.dirty = true;
         Ok(created)
     }
 
     pub(crate) fn delete_route(&mut self, cluster: &str, route: &Route) {
-        self.routes.remove(&key(cluster, &route.destination_cidr));
+        if self
+            .routes
+            .remove(&key(cluster, &route.destination_cidr))
+            .is_some()
+        {
+            self.dirty = true;
+        }
     }
 
     /// A route is a blackhole when its target instance no longer exists.
@@ -1150,6 +1268,44 @@ mod tests {
         };
         let md = s.instance_metadata(&n).unwrap();
         assert_eq!(md.provider_id, "fake://i-42");
+    }
+
+    #[test]
+    fn restore_rebuilds_the_pool_and_index_and_refuses_inconsistencies() {
+        let mut s = state(FakeConfig::default());
+        s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap();
+        s.instance_exists(&node("n1"));
+        s.remove_instance("gone");
+        let saved = s.persisted();
+        let mut back = State::restore(FakeConfig::default(), saved.clone()).unwrap();
+        assert_eq!(back.dump(), s.dump());
+        assert!(!back.dirty, "a restored cloud has nothing to write");
+        // The pool knows .2 is taken; the id index finds n1 by providerID.
+        assert_eq!(
+            ip_of(back.ensure_lb("k", &svc("b"), &[]).unwrap()),
+            "192.0.2.3"
+        );
+        let by_id = NodeRef {
+            name: "renamed".into(),
+            provider_id: "fake://n1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            back.instance_metadata(&by_id).unwrap().provider_id,
+            "fake://n1"
+        );
+        assert!(!back.instance_exists(&node("gone")));
+
+        let mut twice = saved.clone();
+        twice.instances.push(twice.instances[0].clone());
+        let err = State::restore(FakeConfig::default(), twice).unwrap_err();
+        assert!(err.contains("share the id n1"), "{err}");
+        let mut same_ip = saved.clone();
+        let mut lb = same_ip.load_balancers[0].clone();
+        lb.service_uid = "b".into();
+        same_ip.load_balancers.push(lb);
+        let err = State::restore(FakeConfig::default(), same_ip).unwrap_err();
+        assert!(err.contains("192.0.2.2 of another load balancer"), "{err}");
     }
 
     fn route(cidr: &str, node: &str) -> Route {

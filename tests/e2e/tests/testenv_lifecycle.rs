@@ -1,13 +1,19 @@
-//! The ccm-testenv binary itself: kubectl against it, clean shutdown, and
-//! clear errors on bad input. Each test starts its own instance where it must
-//! observe start or stop.
+//! The ccm-testenv binary itself: kubectl against it, clean shutdown (also
+//! with watches open), restarts on a kept data directory, and clear errors on
+//! bad input. Each test starts its own instance where it must observe start
+//! or stop.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ccm_testsupport::{TestEnv, spawn_testenv, terminate, testenv_binary, unique_name};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
+use kube::api::{ObjectMeta, PostParams, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
 
 fn kubectl() -> PathBuf {
     testenv_binary().unwrap().parent().unwrap().join("kubectl")
@@ -135,6 +141,171 @@ fn keep_leaves_the_data_directory_for_inspection() {
     );
     assert!(ready.kubeconfig.exists());
     assert!(dir.join("etcd").is_dir());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An admin client from a kubeconfig's text.
+async fn client_from(kubeconfig: &str) -> Client {
+    let kc = Kubeconfig::from_yaml(kubeconfig).expect("a kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("a usable kubeconfig");
+    Client::try_from(config).expect("a client")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_data_dir_restarts_with_the_same_ca_token_port_and_objects() {
+    let bin = testenv_binary().unwrap();
+    let dir = temp_path("testenv-restart");
+    let d = dir.to_str().unwrap().to_owned();
+    let keep = ["--data-dir", d.as_str(), "--keep"];
+    let (mut child, first) = tokio::task::block_in_place(|| spawn_testenv(&bin, &keep)).unwrap();
+    assert!(!first.reused, "a new directory starts fresh");
+    let kubeconfig = read(&first.kubeconfig);
+    let ca = read(&dir.join("pki/ca.crt"));
+    let tokens = read(&dir.join("tokens.csv"));
+    let sa_key = read(&dir.join("pki/sa.key"));
+
+    let name = unique_name("kept-node");
+    let nodes: Api<Node> = Api::all(client_from(&kubeconfig).await);
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = tokio::task::block_in_place(|| terminate(&mut child, Duration::from_secs(60)));
+    assert!(status.unwrap().success());
+
+    let started = Instant::now();
+    let (mut child, second) = tokio::task::block_in_place(|| spawn_testenv(&bin, &keep)).unwrap();
+    eprintln!(
+        "restart on the kept data dir: ready after {:?}",
+        started.elapsed()
+    );
+    assert!(second.reused, "the kept directory is reused");
+    assert_eq!(
+        second.url, first.url,
+        "the earlier port, free again, is reused"
+    );
+    assert_eq!(read(&second.kubeconfig), kubeconfig, "same kubeconfig");
+    assert_eq!(read(&dir.join("pki/ca.crt")), ca, "same CA");
+    assert_eq!(read(&dir.join("tokens.csv")), tokens, "same token");
+    assert_eq!(read(&dir.join("pki/sa.key")), sa_key, "same SA signing key");
+    // The first run's kubeconfig (CA and token) still works, and etcd kept
+    // the Node.
+    let nodes: Api<Node> = Api::all(client_from(&kubeconfig).await);
+    let back = nodes
+        .get(&name)
+        .await
+        .expect("the Node survived the restart");
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(back.metadata.uid, created.metadata.uid, "the same object");
+    let status = tokio::task::block_in_place(|| terminate(&mut child, Duration::from_secs(60)));
+    assert!(status.unwrap().success());
+
+    // Without --keep, a run on a reused directory removes the state on exit
+    // (the directory itself was there before it, so it stays, empty).
+    let no_keep = ["--data-dir", d.as_str()];
+    let (mut child, third) = tokio::task::block_in_place(|| spawn_testenv(&bin, &no_keep)).unwrap();
+    assert!(third.reused);
+    let status = tokio::task::block_in_place(|| terminate(&mut child, Duration::from_secs(60)));
+    assert!(status.unwrap().success());
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_watches_open_exits_0_within_5_seconds() {
+    let bin = testenv_binary().unwrap();
+    let dir = temp_path("testenv-watches");
+    let (mut child, ready) =
+        tokio::task::block_in_place(|| spawn_testenv(&bin, &["--data-dir", dir.to_str().unwrap()]))
+            .unwrap();
+    let client = client_from(&read(&ready.kubeconfig)).await;
+    // Each watch is its own connection; `watch` returns once the apiserver
+    // has answered its headers, i.e. the watch is being served.
+    let wp = WatchParams::default();
+    let mut watches = [
+        Api::<Node>::all(client.clone())
+            .watch(&wp, "0")
+            .await
+            .unwrap()
+            .map(|e| e.is_ok())
+            .boxed(),
+        Api::<Pod>::all(client.clone())
+            .watch(&wp, "0")
+            .await
+            .unwrap()
+            .map(|e| e.is_ok())
+            .boxed(),
+        Api::<Service>::all(client.clone())
+            .watch(&wp, "0")
+            .await
+            .unwrap()
+            .map(|e| e.is_ok())
+            .boxed(),
+        Api::<ConfigMap>::all(client.clone())
+            .watch(&wp, "0")
+            .await
+            .unwrap()
+            .map(|e| e.is_ok())
+            .boxed(),
+    ];
+
+    let started = Instant::now();
+    let status =
+        tokio::task::block_in_place(|| terminate(&mut child, Duration::from_secs(5))).unwrap();
+    let took = started.elapsed();
+    eprintln!(
+        "SIGTERM to exit with {} watches open: {took:?}",
+        watches.len()
+    );
+    // terminate() kills the process at the deadline, which is not a success.
+    assert!(
+        status.success(),
+        "exit 0 within 5s of SIGTERM with watches open: {status} after {took:?}"
+    );
+    assert!(!dir.exists(), "data dir {} removed", dir.display());
+    // The watches were ended, not left hanging.
+    for (i, w) in watches.iter_mut().enumerate() {
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            while w.next().await.is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "watch {i} still open after the exit");
+    }
+}
+
+#[test]
+fn a_partial_earlier_state_is_one_clear_error_and_left_alone() {
+    let dir = temp_path("testenv-partial");
+    std::fs::create_dir_all(dir.join("pki")).unwrap();
+    std::fs::write(dir.join("pki/ca.crt"), b"not a certificate").unwrap();
+    let out = run(
+        &testenv_binary().unwrap(),
+        &["--data-dir", dir.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = error_line(&out);
+    assert!(
+        err.contains(&format!(
+            "data directory {} holds an unusable earlier state",
+            dir.display()
+        )) && err.contains("apiserver.crt"),
+        "{err}"
+    );
+    assert_eq!(read(&dir.join("pki/ca.crt")), "not a certificate");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

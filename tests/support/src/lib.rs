@@ -42,6 +42,10 @@ pub struct ReadyLine {
     pub url: String,
     pub data_dir: PathBuf,
     pub pid: u32,
+    /// Whether the data directory held an earlier run's state (kept with
+    /// `--keep`), whose CA, certificates, tokens and etcd data were reused.
+    #[serde(default)]
+    pub reused: bool,
 }
 
 /// A running control plane.
