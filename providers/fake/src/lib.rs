@@ -235,7 +235,11 @@ impl FakeCloud {
     /// Deletes a load balancer by its cloud name behind the controller's
     /// back (as from the cloud's console). Returns whether it existed.
     pub fn delete_load_balancer_out_of_band(&self, name: &str) -> bool {
-        lock(&self.shared.state).remove_lb_by_name(name)
+        let (existed, saved) = self.change(|s| s.remove_lb_by_name(name));
+        if let Err(e) = saved {
+            tracing::error!("deleting load balancer {name}: {e}");
+        }
+        existed
     }
 
     /// Shuts an instance down (`InstanceShutdown` answers shut down).

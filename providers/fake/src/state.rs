@@ -903,6 +903,7 @@ impl State {
         };
         if let Some(lb) = self.lbs.remove(&k) {
             self.pool.release(lb.ip);
+            self.dirty = true;
         }
         true
     }
