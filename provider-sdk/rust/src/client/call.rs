@@ -106,9 +106,36 @@ impl ProviderClient {
         let request_id = self.next_request_id();
         let request = self.request(message, rpc.deadline, &request_id);
         let client = Req::Client::limited(self.channel.clone(), self.opts.max_message_bytes);
-        let response = self
-            .observed(Req::METHOD, &request_id, Req::send(client, request))
-            .await?;
+        // Identity calls (Probe among them) take no slot: a health check
+        // never waits behind reads and mutations.
+        let slots = match rpc.deadline {
+            DeadlineClass::Identity => None,
+            _ => self.slots.clone(),
+        };
+        let deadline = self.timeout(rpc.deadline);
+        let send = async move {
+            let _slot = match &slots {
+                Some(s) => Some(
+                    s.acquire()
+                        .await
+                        .map_err(|_| Status::cancelled("the client is closing"))?,
+                ),
+                None => None,
+            };
+            Req::send(client, request).await
+        };
+        // The deadline also bounds waiting for a slot, and holds when the
+        // provider never answers (a stopped process ignores grpc-timeout).
+        let bounded = async move {
+            tokio::time::timeout(deadline, send)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "no answer within {deadline:?}"
+                    )))
+                })
+        };
+        let response = self.observed(Req::METHOD, &request_id, bounded).await?;
         answer(response).map_err(invalid_answer(Req::METHOD))
     }
 

@@ -21,11 +21,9 @@ pub(super) fn lazy_channel(
 ) -> Channel {
     // The URI only sets :authority, which is "localhost" as the contract
     // prescribes for Unix sockets.
-    let mut endpoint =
-        Endpoint::from_static("http://localhost").connect_timeout(opts.identity_timeout);
-    if let Some(n) = opts.max_concurrency {
-        endpoint = endpoint.concurrency_limit(n);
-    }
+    // No concurrency limit here: the call path counts reads and mutations
+    // itself, so identity calls (health checks) never queue behind them.
+    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(opts.identity_timeout);
     endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
         let path = path.clone();
         let connections = connections.clone();

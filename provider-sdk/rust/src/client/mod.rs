@@ -47,6 +47,8 @@ pub struct ProviderClient {
     opts: ClientOptions,
     request_id: Option<Arc<str>>,
     mutations: Arc<KeyLocks>,
+    /// `max_concurrency` slots for reads and mutations.
+    slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl ProviderClient {
@@ -60,6 +62,9 @@ impl ProviderClient {
             channel,
             connections,
             handshake: Default::default(),
+            slots: opts
+                .max_concurrency
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1)))),
             opts,
             request_id: None,
             mutations: Default::default(),

@@ -20,7 +20,9 @@ pub struct ClientOptions {
     pub max_message_bytes: usize,
     /// Page size asked of list RPCs.
     pub page_size: i32,
-    /// Most calls in flight on the connection; `None` for no limit.
+    /// Most reads and mutations in flight; `None` for no limit. Identity
+    /// calls (info, capabilities, Probe) are not counted, so health checks
+    /// never queue behind a hung provider's mutations.
     pub max_concurrency: Option<usize>,
     /// Told about every call (method, code, duration).
     pub observer: Option<Arc<dyn CallObserver>>,
