@@ -29,6 +29,10 @@ pub enum ConfigError {
     LeaderElection(String),
     #[error("{0}")]
     ClusterCidr(String),
+    #[error(
+        "no ClusterID found.  A ClusterID is required for the cloud provider to function properly.  This check can be bypassed by setting the allow-untagged-cloud option"
+    )]
+    UntaggedCloud,
     /// Two flags that set one thing disagree.
     #[error("{0}")]
     Conflict(String),

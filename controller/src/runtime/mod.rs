@@ -121,6 +121,7 @@ impl Manager {
     async fn run_controllers(&mut self, enabled: &[ControllerName]) -> Result<(), RunError> {
         let handshake =
             startup::wait_for_provider(&self.provider, &self.opts.provider.provider_endpoint).await;
+        startup::check_cluster_id(&handshake, self.opts.compat.allow_untagged_cloud)?;
         let runnable = startup::runnable(enabled, &handshake, &self.opts.controllers)?;
 
         let mut watch = self.node_watch.take().unwrap_or_default();

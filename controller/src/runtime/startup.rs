@@ -46,6 +46,25 @@ pub async fn wait_for_provider(provider: &ProviderClient, endpoint: &str) -> Arc
     }
 }
 
+/// Upstream's HasClusterID check: a provider that does not scope its
+/// resources by cluster (`has_cluster_id: false`) is refused unless
+/// `--allow-untagged-cloud`, with upstream's words.
+pub fn check_cluster_id(
+    handshake: &Handshake,
+    allow_untagged_cloud: bool,
+) -> Result<(), ConfigError> {
+    if handshake.info.has_cluster_id != Some(false) {
+        return Ok(());
+    }
+    if allow_untagged_cloud {
+        tracing::warn!(
+            "detected a cluster without a ClusterID.  A ClusterID will be required in the future.  Please tag your cluster to avoid any future issues"
+        );
+        return Ok(());
+    }
+    Err(ConfigError::UntaggedCloud)
+}
+
 /// The enabled controllers that can run: the provider has the capability
 /// each needs, and the route controller is configured as upstream requires
 /// (`--configure-cloud-routes`, then a `--cluster-cidr`, whose absence stops
@@ -141,5 +160,19 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_untagged_cloud_is_refused_unless_allowed() {
+        let mut h = handshake(&[Capability::Instances]);
+        assert!(check_cluster_id(&h, false).is_ok(), "unset means true");
+        h.info.has_cluster_id = Some(true);
+        assert!(check_cluster_id(&h, false).is_ok());
+        h.info.has_cluster_id = Some(false);
+        assert_eq!(
+            check_cluster_id(&h, false).unwrap_err().to_string(),
+            "no ClusterID found.  A ClusterID is required for the cloud provider to function properly.  This check can be bypassed by setting the allow-untagged-cloud option"
+        );
+        assert!(check_cluster_id(&h, true).is_ok());
     }
 }
