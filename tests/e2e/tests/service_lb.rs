@@ -927,3 +927,51 @@ async fn a_service_replaced_under_its_name_loses_the_old_load_balancer() {
     );
     h.finish().await;
 }
+
+/// Issue 12, point 10: a backend's label change reaches the provider (it
+/// may select backends by label). That annotations do not is unit-tested.
+#[tokio::test]
+async fn a_relabelled_backend_reaches_update_load_balancer() {
+    let _serial = SERIAL.lock().await;
+    let h = harness().await;
+    let node = unique_name("labelled");
+    h.register_ready_nodes(std::slice::from_ref(&node)).await;
+    let name = unique_name("bylabel");
+    h.create_service(lb_service(&name, 80)).await;
+    h.wait_ready(&name).await;
+    let updates = || h.fake.calls_of(Method::UpdateLoadBalancer).len();
+    let before = updates();
+    h.nodes()
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"example.com/ingress": "true"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("an UpdateLoadBalancer for the label", || async {
+        match updates() {
+            n if n > before => Ok(()),
+            n => Err(format!("{n} updates")),
+        }
+    })
+    .await;
+    // And back: a second update.
+    let after_label = updates();
+    h.nodes()
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"example.com/ingress": null}}})),
+        )
+        .await
+        .unwrap();
+    eventually("an UpdateLoadBalancer for the removed label", || async {
+        match updates() {
+            n if n > after_label => Ok(()),
+            n => Err(format!("{n} updates")),
+        }
+    })
+    .await;
+    h.finish().await;
+}

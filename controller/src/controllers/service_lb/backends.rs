@@ -6,23 +6,16 @@ use std::sync::Arc;
 use ccm_provider_sdk::LbOutcome;
 use ccm_provider_sdk::proto;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::{BACKEND_COALESCE, Lb, Record, decide};
-use crate::k8s::node;
 
 /// Calls UpdateLoadBalancer for every Service this process ensured whose
 /// backends differ from the current node set. Returns how many it updated.
 async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
-    let nodes: Vec<Arc<Node>> = lb.ctx.nodes.state();
-    let current = decide::backend_digest(
-        nodes
-            .iter()
-            .filter(|n| decide::is_backend(n))
-            .map(|n| (node::name(n), node::provider_id(n))),
-    );
+    let current = decide::backend_set(&lb.current_backends());
     let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
         .records
         .lock()

@@ -345,26 +345,36 @@ pub fn backends<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<proto::Nod
     out
 }
 
-/// What decides whether backends changed: the set of name → providerID
-/// (upstream's `nodesSufficientlyEqual`), as a digest. Each Service's
-/// record keeps only this digest: with 5,000 Services and 5,000 Nodes, a
-/// copy of the set per Service would be 25 million entries.
+/// What decides whether backends changed, as a digest: each backend's name,
+/// providerID (upstream's `nodesSufficientlyEqual`), and beyond upstream its
+/// labels and addresses, which a provider may select or route by (a Node
+/// gaining a provider's "ingress" label must reach UpdateLoadBalancer).
+/// Annotations are left out: they change often and select nothing. Each
+/// Service's record keeps only this digest: with 5,000 Services and 5,000
+/// Nodes, a copy of the set per Service would be 25 million entries.
 pub type BackendDigest = u64;
 
-/// The digest of (name, providerID) pairs; order does not matter.
-pub fn backend_digest<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BackendDigest {
-    let sorted: BTreeSet<(&str, &str)> = pairs.into_iter().collect();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    sorted.hash(&mut h);
-    h.finish()
-}
-
+/// The digest of a backend set; the order of nodes, labels and addresses
+/// does not matter.
 pub fn backend_set(nodes: &[proto::NodeRef]) -> BackendDigest {
-    backend_digest(
-        nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n.provider_id.as_str())),
-    )
+    let mut each: Vec<u64> = nodes
+        .iter()
+        .map(|n| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            n.name.hash(&mut h);
+            n.provider_id.hash(&mut h);
+            let labels: BTreeSet<(&String, &String)> = n.labels.iter().collect();
+            labels.hash(&mut h);
+            let addresses: BTreeSet<(i32, &String)> =
+                n.addresses.iter().map(|a| (a.r#type, &a.address)).collect();
+            addresses.hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    each.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    each.hash(&mut h);
+    h.finish()
 }
 
 /// `names` for an event: at most 20, then how many more.
@@ -757,11 +767,39 @@ mod tests {
     }
 
     #[test]
-    fn backend_digest_is_the_set_of_names_and_provider_ids() {
-        let d = backend_digest([("a", "fake://a"), ("b", "fake://b")]);
-        assert_eq!(d, backend_digest([("b", "fake://b"), ("a", "fake://a")]));
-        assert_ne!(d, backend_digest([("a", "fake://a"), ("b", "fake://x")]));
-        assert_ne!(d, backend_digest([("a", "fake://a")]));
+    fn backend_digest_follows_names_provider_ids_labels_and_addresses() {
+        let node = |name: &str, label: &str, address: &str| proto::NodeRef {
+            name: name.into(),
+            provider_id: format!("fake://{name}"),
+            labels: [("pool".to_owned(), label.to_owned())].into(),
+            annotations: [("changes".to_owned(), "often".to_owned())].into(),
+            addresses: vec![proto::NodeAddress {
+                r#type: proto::NodeAddressType::InternalIp as i32,
+                address: address.into(),
+            }],
+            ..Default::default()
+        };
+        let a = node("a", "web", "10.0.0.1");
+        let b = node("b", "web", "10.0.0.2");
+        let d = backend_set(&[a.clone(), b.clone()]);
+        assert_eq!(d, backend_set(&[b.clone(), a.clone()]), "order");
+        assert_ne!(d, backend_set(std::slice::from_ref(&a)), "membership");
+        let mut moved = b.clone();
+        moved.provider_id = "fake://x".into();
+        assert_ne!(d, backend_set(&[a.clone(), moved]), "providerID");
+        assert_ne!(
+            d,
+            backend_set(&[a.clone(), node("b", "ingress", "10.0.0.2")]),
+            "labels"
+        );
+        assert_ne!(
+            d,
+            backend_set(&[a.clone(), node("b", "web", "10.0.0.3")]),
+            "addresses"
+        );
+        let mut noisy = b.clone();
+        noisy.annotations.insert("changes".into(), "again".into());
+        assert_eq!(d, backend_set(&[a, noisy]), "annotations do not count");
     }
 
     #[test]

@@ -127,13 +127,18 @@ impl ProviderClient {
         // The deadline also bounds waiting for a slot, and holds when the
         // provider never answers (a stopped process ignores grpc-timeout).
         let bounded = async move {
-            tokio::time::timeout(deadline, send)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Status::deadline_exceeded(format!(
-                        "no answer within {deadline:?}"
-                    )))
-                })
+            let expired = || Status::deadline_exceeded(format!("no answer within {deadline:?}"));
+            match tokio::time::timeout(deadline, send).await {
+                Err(_) => Err(expired()),
+                // tonic's own enforcement of the same deadline, which can
+                // win the race: the same thing, said the same way.
+                Ok(Err(s))
+                    if s.code() == tonic::Code::Cancelled && s.message() == "Timeout expired" =>
+                {
+                    Err(expired())
+                }
+                Ok(answer) => answer,
+            }
         };
         let response = self.observed(Req::METHOD, &request_id, bounded).await?;
         answer(response).map_err(invalid_answer(Req::METHOD))
