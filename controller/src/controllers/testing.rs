@@ -175,3 +175,67 @@ pub async fn ready(provider: &Provider) {
     }
     panic!("the fake provider did not start");
 }
+
+/// A `type: LoadBalancer` Service `ns/web` with one TCP port.
+pub fn lb_service() -> k8s_openapi::api::core::v1::Service {
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    Service {
+        metadata: kube::api::ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("web".into()),
+            uid: Some("u-1".into()),
+            generation: Some(3),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                node_port: Some(30080),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A Node as `kubelet --cloud-provider=external` registers it: the
+/// uninitialized taint and one of its own, a label, its hostname address.
+pub fn tainted_node(name: &str) -> Node {
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus, Taint};
+    Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some("7".into()),
+            labels: Some([("team".to_string(), "a".to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![
+                Taint {
+                    key: crate::k8s::node::UNINITIALIZED_TAINT.into(),
+                    value: Some("true".into()),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+                Taint {
+                    key: "dedicated".into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "Hostname".into(),
+                address: "kubelet-host".into(),
+            }]),
+            ..Default::default()
+        }),
+    }
+}

@@ -91,20 +91,8 @@ pub fn node_ref(node: &Node) -> proto::NodeRef {
                 address: a.address.clone(),
             })
             .collect(),
-        labels: node
-            .metadata
-            .labels
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-        annotations: node
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
+        labels: super::string_map(&node.metadata.labels),
+        annotations: super::string_map(&node.metadata.annotations),
     }
 }
 

@@ -239,8 +239,6 @@ pub fn desired_addresses(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
-    use kube::api::ObjectMeta;
 
     fn addr(t: NodeAddressType, a: &str) -> proto::NodeAddress {
         proto::NodeAddress {
@@ -250,36 +248,7 @@ mod tests {
     }
 
     fn tainted(name: &str) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some([("team".to_string(), "a".to_string())].into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![
-                    Taint {
-                        key: UNINITIALIZED_TAINT.into(),
-                        value: Some("true".into()),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    },
-                    Taint {
-                        key: "dedicated".into(),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    },
-                ]),
-                ..Default::default()
-            }),
-            status: Some(NodeStatus {
-                addresses: Some(vec![NodeAddress {
-                    type_: "Hostname".into(),
-                    address: "kubelet-host".into(),
-                }]),
-                ..Default::default()
-            }),
-        }
+        crate::controllers::testing::tainted_node(name)
     }
 
     fn meta() -> proto::InstanceMetadata {

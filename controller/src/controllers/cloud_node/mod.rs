@@ -331,35 +331,9 @@ mod tests {
     use super::*;
     use crate::controllers::testing::*;
     use ccm_fake_provider::FakeConfig;
-    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
-    use kube::api::ObjectMeta;
 
     fn tainted(name: &str) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                uid: Some(format!("uid-{name}")),
-                resource_version: Some("7".into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![
-                    Taint {
-                        key: node::UNINITIALIZED_TAINT.into(),
-                        value: Some("true".into()),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    },
-                    Taint {
-                        key: "dedicated".into(),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    },
-                ]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        tainted_node(name)
     }
 
     /// Answers the status patch with a newer resourceVersion, as the API

@@ -277,20 +277,8 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
         namespace: svc.metadata.namespace.clone().unwrap_or_default(),
         name: svc.metadata.name.clone().unwrap_or_default(),
         uid: svc.metadata.uid.clone().unwrap_or_default(),
-        labels: svc
-            .metadata
-            .labels
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-        annotations: svc
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
+        labels: crate::k8s::string_map(&svc.metadata.labels),
+        annotations: crate::k8s::string_map(&svc.metadata.annotations),
         ports,
         load_balancer_class: s.load_balancer_class.clone(),
         load_balancer_source_ranges: source_ranges(svc)?,
@@ -601,31 +589,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, ServicePort, Taint};
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use kube::api::ObjectMeta;
 
-    fn lb_service() -> Service {
-        Service {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some("web".into()),
-                uid: Some("u-1".into()),
-                generation: Some(3),
-                ..Default::default()
-            },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                ports: Some(vec![ServicePort {
-                    port: 80,
-                    node_port: Some(30080),
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::controllers::testing::lb_service;
 
     fn node_with(name: &str, label: Option<&str>, taint: Option<&str>) -> Node {
         Node {

@@ -689,31 +689,7 @@ mod tests {
     use super::*;
     use crate::controllers::testing::*;
     use ccm_fake_provider::FakeConfig;
-    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
     use kube::api::ObjectMeta;
-
-    fn lb_service(name: &str) -> Service {
-        Service {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("shop".into()),
-                uid: Some(format!("uid-{name}")),
-                resource_version: Some("1".into()),
-                ..Default::default()
-            },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                ports: Some(vec![ServicePort {
-                    port: 80,
-                    node_port: Some(30080),
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
 
     fn backend(name: &str) -> k8s_openapi::api::core::v1::Node {
         k8s_openapi::api::core::v1::Node {
@@ -732,15 +708,15 @@ mod tests {
         let (client, api) = accepting_api();
         let (resync, _) = mpsc::unbounded();
         let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
-        let svc = Arc::new(lb_service("web"));
+        let svc = Arc::new(lb_service());
 
         let (_, failed) = sync(svc.clone(), lb.clone()).await;
         assert!(!failed);
         assert_eq!(
             api.writes(),
             [
-                "PATCH /api/v1/namespaces/shop/services/web/status",
-                "PATCH /api/v1/namespaces/shop/services/web/status",
+                "PATCH /api/v1/namespaces/ns/services/web/status",
+                "PATCH /api/v1/namespaces/ns/services/web/status",
             ]
         );
         let writes: Vec<Call> = api.all().into_iter().filter(|c| !c.is_event()).collect();
@@ -800,7 +776,7 @@ mod tests {
         let (client, api) = accepting_api();
         let (resync, _) = mpsc::unbounded();
         let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
-        let (action, failed) = sync(Arc::new(lb_service("web")), lb).await;
+        let (action, failed) = sync(Arc::new(lb_service()), lb).await;
         assert!(failed);
         assert_eq!(action, Action::requeue(Duration::from_secs(5)));
         let condition =
