@@ -197,7 +197,10 @@ impl ProviderError {
     }
 
     /// Encodes the error as a gRPC status with `ErrorInfo`, `RetryInfo` and
-    /// `BadRequest` details as the contract prescribes.
+    /// `BadRequest` details as the contract prescribes. The message and each
+    /// violation's description are cut to [`MAX_ERROR_TEXT_BYTES`]: they
+    /// travel in HTTP/2 trailers, and a provider echoing a 200 KB annotation
+    /// into its error would otherwise exceed what peers accept.
     pub fn to_status(&self) -> Status {
         let mut details = ErrorDetails::new();
         if let Some(reason) = self.reason {
@@ -214,11 +217,11 @@ impl ProviderError {
             details.set_bad_request(
                 self.field_violations
                     .iter()
-                    .map(|(f, d)| FieldViolation::new(f.clone(), d.clone()))
+                    .map(|(f, d)| FieldViolation::new(bounded(f), bounded(d)))
                     .collect::<Vec<_>>(),
             );
         }
-        Status::with_error_details(self.code, self.message.clone(), details)
+        Status::with_error_details(self.code, bounded(&self.message), details)
     }
 
     /// Reads a gRPC status back into an error. Unknown reasons and foreign
@@ -232,19 +235,36 @@ impl ProviderError {
         ProviderError {
             code: status.code(),
             reason,
-            message: status.message().to_owned(),
+            message: bounded(status.message()),
             retry_after: details.retry_info().and_then(|r| r.retry_delay),
             field_violations: details
                 .bad_request()
                 .map(|b| {
                     b.field_violations
                         .iter()
-                        .map(|v| (v.field.clone(), v.description.clone()))
+                        .map(|v| (bounded(&v.field), bounded(&v.description)))
                         .collect()
                 })
                 .unwrap_or_default(),
         }
     }
+}
+
+/// The longest error message or violation text either side passes on.
+pub const MAX_ERROR_TEXT_BYTES: usize = 4096;
+
+/// `text`, cut at a character boundary to at most [`MAX_ERROR_TEXT_BYTES`]
+/// and saying so.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= MAX_ERROR_TEXT_BYTES {
+        return text.to_owned();
+    }
+    let suffix = format!("... ({} bytes, cut)", text.len());
+    let mut end = MAX_ERROR_TEXT_BYTES - suffix.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &text[..end])
 }
 
 impl fmt::Display for ProviderError {
@@ -361,5 +381,25 @@ mod tests {
     fn display_is_the_bare_message() {
         let e = ProviderError::from_status(&Status::new(Code::Internal, "boom"));
         assert_eq!(e.to_string(), "boom");
+    }
+
+    #[test]
+    fn long_texts_are_cut_on_both_sides() {
+        let huge = "é".repeat(100_000);
+        let e = ProviderError::invalid_annotation("example.com/x", huge.clone());
+        let status = e.to_status();
+        assert!(status.message().len() <= MAX_ERROR_TEXT_BYTES);
+        let back = ProviderError::from_status(&status);
+        assert_eq!(back.reason(), Some(ErrorReason::InvalidAnnotation));
+        assert!(back.field_violations()[0].1.len() <= MAX_ERROR_TEXT_BYTES);
+        assert!(
+            back.field_violations()[0]
+                .1
+                .ends_with("(200000 bytes, cut)")
+        );
+        // A foreign status with a huge message is cut when read.
+        let foreign = Status::invalid_argument(huge);
+        assert!(ProviderError::from_status(&foreign).message().len() <= MAX_ERROR_TEXT_BYTES);
+        assert_eq!(bounded("short"), "short");
     }
 }

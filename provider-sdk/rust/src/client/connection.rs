@@ -12,6 +12,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::ClientOptions;
 use crate::endpoint::check_socket_permissions;
 
+/// The largest header or trailer block accepted from the provider.
+const MAX_TRAILER_BYTES: u32 = 1024 * 1024;
+
 /// A channel that connects on first use; `connections` counts the
 /// connections it has made.
 pub(super) fn lazy_channel(
@@ -23,7 +26,12 @@ pub(super) fn lazy_channel(
     // prescribes for Unix sockets.
     // No concurrency limit here: the call path counts reads and mutations
     // itself, so identity calls (health checks) never queue behind them.
-    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(opts.identity_timeout);
+    // Trailers up to 1 MiB: a provider that puts a huge text into an error
+    // (one not on this SDK, which cuts them) must fail that one call, not
+    // the HTTP/2 connection every other call shares.
+    let endpoint = Endpoint::from_static("http://localhost")
+        .connect_timeout(opts.identity_timeout)
+        .http2_max_header_list_size(MAX_TRAILER_BYTES);
     endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
         let path = path.clone();
         let connections = connections.clone();

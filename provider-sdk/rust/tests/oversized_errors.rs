@@ -1,0 +1,136 @@
+//! A provider that echoes a huge text into an error (issue 12, point 12):
+//! that one call fails with the text cut, every other call on the shared
+//! connection goes on, and the connection is not rebuilt. The provider is
+//! written on the raw generated traits: the SDK's server cuts such texts.
+
+use ccm_provider_sdk::proto::{self, *};
+use ccm_provider_sdk::{ClientOptions, Existence, ProviderClient, bind_socket};
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+const ECHO_BYTES: usize = 200 * 1024;
+
+struct Echoing;
+
+#[tonic::async_trait]
+impl identity_service_server::IdentityService for Echoing {
+    async fn get_provider_info(
+        &self,
+        _: Request<GetProviderInfoRequest>,
+    ) -> Result<Response<GetProviderInfoResponse>, Status> {
+        Ok(Response::new(GetProviderInfoResponse {
+            name: "echoing".into(),
+            vendor_version: "0".into(),
+            provider_id_scheme: "echo".into(),
+            contract_version: proto::CONTRACT_VERSION.into(),
+            ..Default::default()
+        }))
+    }
+    async fn get_provider_capabilities(
+        &self,
+        _: Request<GetProviderCapabilitiesRequest>,
+    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetProviderCapabilitiesResponse {
+            capabilities: vec![Capability::Instances as i32],
+            annotations: None,
+        }))
+    }
+    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        Ok(Response::new(ProbeResponse {
+            state: ProbeState::Ready as i32,
+            message: String::new(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl instances_service_server::InstancesService for Echoing {
+    async fn instance_exists(
+        &self,
+        r: Request<InstanceExistsRequest>,
+    ) -> Result<Response<InstanceExistsResponse>, Status> {
+        let node = r.into_inner().node.unwrap_or_default();
+        if node.name == "echo" {
+            // A 200 KB annotation value echoed into the message.
+            return Err(Status::invalid_argument(format!(
+                "bad annotation value {}",
+                "x".repeat(ECHO_BYTES)
+            )));
+        }
+        Ok(Response::new(InstanceExistsResponse {
+            existence: InstanceExistence::Exists as i32,
+        }))
+    }
+    async fn instance_shutdown(
+        &self,
+        _: Request<InstanceShutdownRequest>,
+    ) -> Result<Response<InstanceShutdownResponse>, Status> {
+        Err(Status::unimplemented("unused"))
+    }
+    async fn instance_metadata(
+        &self,
+        _: Request<InstanceMetadataRequest>,
+    ) -> Result<Response<InstanceMetadataResponse>, Status> {
+        Err(Status::unimplemented("unused"))
+    }
+}
+
+fn node(name: &str) -> NodeRef {
+    NodeRef {
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn one_huge_error_fails_one_call_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("echo.sock");
+    let listener = bind_socket(&path, 0o600).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(identity_service_server::IdentityServiceServer::new(Echoing))
+            .add_service(instances_service_server::InstancesServiceServer::new(
+                Echoing,
+            ))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    let client = ProviderClient::connect_lazy(
+        &format!("unix://{}", path.display()),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    client.handshake().await.unwrap();
+
+    for _ in 0..3 {
+        let mut calls = Vec::new();
+        for i in 0..20 {
+            let c = client.clone();
+            calls.push(tokio::spawn(async move {
+                c.instance_exists(node(&format!("n{i}"))).await
+            }));
+        }
+        let echoed = client.instance_exists(node("echo")).await.unwrap_err();
+        let e = echoed.provider_error().expect("the provider's own error");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{echoed}");
+        assert!(
+            e.message().starts_with("bad annotation value xxx")
+                && e.message().len() <= ccm_provider_sdk::error::MAX_ERROR_TEXT_BYTES,
+            "cut to a bounded text: {} bytes",
+            e.message().len()
+        );
+        for c in calls {
+            assert_eq!(c.await.unwrap().unwrap(), Existence::Exists);
+        }
+    }
+    assert_eq!(
+        client.connection_count(),
+        1,
+        "the connection was never rebuilt"
+    );
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
