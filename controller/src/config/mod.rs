@@ -209,6 +209,12 @@ pub struct ProviderArgs {
     #[arg(long, default_value = "5m", value_parser = duration::parse)]
     pub provider_mutation_timeout: Duration,
 
+    /// How often the provider's capabilities are read again (a Probe, which
+    /// reconnects to a restarted provider, then its handshake); controllers
+    /// start or stop to match. 0: only at start.
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    pub provider_capability_refresh_period: Duration,
+
     /// Most provider calls in flight at once, across all controllers.
     #[arg(long, default_value = "64", value_parser = positive::<NonZeroUsize>("--provider-max-concurrency must be a positive number"))]
     pub provider_max_concurrency: NonZeroUsize,

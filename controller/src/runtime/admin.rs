@@ -65,6 +65,12 @@ impl Health {
         self.controllers.lock().push((name, true));
     }
 
+    /// A controller stopped on purpose (its capability went away): its
+    /// check goes.
+    pub fn remove_controller(&self, name: &str) {
+        self.controllers.lock().retain(|(c, _)| *c != name);
+    }
+
     /// A supervised task stopped: its check fails from now on.
     pub fn mark_failed(&self, name: &str) {
         for (c, running) in self.controllers.lock().iter_mut() {

@@ -138,6 +138,7 @@ impl Manager {
             metrics: self.controller_metrics.clone(),
         };
         let mut synced = watch.synced();
+        let watch_subscribers = watch.subscribers();
         let mut supervisor = Supervisor::new(self.health.clone());
         supervisor.spawn("node-watch", watch.drive(self.client.clone()));
         let watch_ended = tokio::select! {
@@ -150,28 +151,86 @@ impl Manager {
         }
         tracing::info!(nodes = shared.nodes.len(), "node cache synced");
 
+        let subscribers = watch_subscribers;
+        let mut running = Vec::new();
         for (c, events) in runnable.iter().zip(node_events.drain(..)) {
-            tracing::info!(controller = c.canonical(), "starting");
-            self.health.add_controller(c.canonical());
-            self.manager_metrics.set_running(c.alias(), true);
-            let task = controllers::start(
-                *c,
-                &shared,
-                &self.opts.controllers,
-                self.opts.compat.allow_untagged_cloud,
-                events,
-            );
-            #[cfg(feature = "fault-injection")]
-            let task = faults::maybe_panic(*c, self.opts.faults.inject_panic, task);
-            supervisor.spawn(c.canonical(), task);
+            self.start_controller(*c, &shared, events, &mut supervisor);
+            running.push(*c);
         }
-        let failed = supervisor.failure().await;
-        for c in &runnable {
-            if c.canonical() == failed.task {
-                self.manager_metrics.set_running(c.alias(), false);
+        let refresh = self.opts.provider.provider_capability_refresh_period;
+        loop {
+            tokio::select! {
+                failed = supervisor.failure() => {
+                    for c in &running {
+                        if c.canonical() == failed.task {
+                            self.manager_metrics.set_running(c.alias(), false);
+                        }
+                    }
+                    return Err(failed.into());
+                }
+                _ = tokio::time::sleep(refresh), if !refresh.is_zero() => {
+                    let Some(wanted) = self.capable_now(enabled).await else {
+                        continue;
+                    };
+                    for c in wanted.iter().filter(|c| !running.contains(c)) {
+                        tracing::info!(controller = c.canonical(), "the provider now has the capability it needs");
+                        let events = c.follows_node_events().then(|| subscribers.subscribe());
+                        self.start_controller(*c, &shared, events, &mut supervisor);
+                    }
+                    for c in running.iter().filter(|c| !wanted.contains(c)) {
+                        tracing::warn!(controller = c.canonical(), "the provider no longer has the capability this controller needs; stopping it");
+                        supervisor.stop(c.canonical());
+                        self.health.remove_controller(c.canonical());
+                        self.manager_metrics.set_running(c.alias(), false);
+                    }
+                    running = wanted;
+                }
             }
         }
-        Err(failed.into())
+    }
+
+    /// The controllers the provider's capabilities allow now, or `None`
+    /// when it cannot be asked (then nothing changes).
+    async fn capable_now(&self, enabled: &[ControllerName]) -> Option<Vec<ControllerName>> {
+        // Any call reconnects to a restarted provider, which makes the
+        // handshake below a new one.
+        let _ = self.provider.probe().await;
+        let handshake = match self.provider.handshake().await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!(error = %e, "capability refresh: provider not answering");
+                return None;
+            }
+        };
+        match startup::runnable_quietly(enabled, &handshake, &self.opts.controllers) {
+            Ok(wanted) => Some(wanted),
+            Err(e) => {
+                tracing::warn!(error = %e, "capability refresh: not changing the running controllers");
+                None
+            }
+        }
+    }
+
+    fn start_controller(
+        &self,
+        c: ControllerName,
+        shared: &Shared,
+        events: Option<controllers::NodeEvents>,
+        supervisor: &mut Supervisor,
+    ) {
+        tracing::info!(controller = c.canonical(), "starting");
+        self.health.add_controller(c.canonical());
+        self.manager_metrics.set_running(c.alias(), true);
+        let task = controllers::start(
+            c,
+            shared,
+            &self.opts.controllers,
+            self.opts.compat.allow_untagged_cloud,
+            events,
+        );
+        #[cfg(feature = "fault-injection")]
+        let task = faults::maybe_panic(c, self.opts.faults.inject_panic, task);
+        supervisor.spawn(c.canonical(), task);
     }
 }
 

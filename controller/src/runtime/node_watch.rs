@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::controllers::NodeEvents;
@@ -25,9 +26,44 @@ use crate::controllers::NodeEvents;
 pub struct NodeWatch {
     store: Store<Node>,
     writer: reflector::store::Writer<Node>,
-    subscribers: Vec<mpsc::UnboundedSender<Arc<Node>>>,
+    subscribers: Subscribers,
     synced: watch::Sender<bool>,
     changed: watch::Sender<u64>,
+}
+
+/// Adds subscribers to a [`NodeWatch`], before or while it runs.
+#[derive(Clone)]
+pub struct Subscribers {
+    store: Store<Node>,
+    synced: watch::Receiver<bool>,
+    senders: Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<Node>>>>>,
+}
+
+impl Subscribers {
+    /// Every Node the watch applies from now on. Subscribed once the cache
+    /// has synced, it first gets every Node in the cache, so a controller
+    /// started late sees the Nodes that already exist. A subscriber that
+    /// goes away is dropped; one that is slow only buffers.
+    pub fn subscribe(&self) -> NodeEvents {
+        let (tx, rx) = mpsc::unbounded();
+        // Under the lock the watch publishes with: a Node applied before is
+        // in the store, one applied after is sent (both at worst).
+        let mut senders = self.senders.lock();
+        if *self.synced.borrow() {
+            for n in self.store.state() {
+                let _ = tx.unbounded_send(n);
+            }
+        }
+        senders.push(tx);
+        rx.boxed()
+    }
+
+    fn publish(&self, node: Node) {
+        let node = Arc::new(node);
+        self.senders
+            .lock()
+            .retain(|s| s.unbounded_send(node.clone()).is_ok());
+    }
 }
 
 impl Default for NodeWatch {
@@ -39,11 +75,16 @@ impl Default for NodeWatch {
 impl NodeWatch {
     pub fn new() -> Self {
         let (store, writer) = reflector::store();
+        let synced = watch::Sender::new(false);
         NodeWatch {
+            subscribers: Subscribers {
+                store: store.clone(),
+                synced: synced.subscribe(),
+                senders: Arc::default(),
+            },
             store,
             writer,
-            subscribers: Vec::new(),
-            synced: watch::Sender::new(false),
+            synced,
             changed: watch::Sender::new(0),
         }
     }
@@ -65,20 +106,21 @@ impl NodeWatch {
         self.changed.subscribe()
     }
 
-    /// Every Node the watch applies from now on, the initial listing
-    /// included when subscribed before [`NodeWatch::drive`]. A subscriber
-    /// that goes away is dropped; one that is slow only buffers.
+    /// Subscribes to changed Nodes; see [`Subscribers::subscribe`].
     pub fn subscribe(&mut self) -> NodeEvents {
-        let (tx, rx) = mpsc::unbounded();
-        self.subscribers.push(tx);
-        rx.boxed()
+        self.subscribers.subscribe()
+    }
+
+    /// A handle for subscribing while the watch runs.
+    pub fn subscribers(&self) -> Subscribers {
+        self.subscribers.clone()
     }
 
     /// Runs the watch; retries with backoff on errors and never ends.
     pub async fn drive(self, client: Client) {
         let NodeWatch {
             writer,
-            mut subscribers,
+            subscribers,
             synced,
             changed,
             ..
@@ -109,16 +151,11 @@ impl NodeWatch {
                 watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
                 watcher::Event::Apply(node) => {
                     changed.send_modify(|n| *n += 1);
-                    publish(&mut subscribers, node);
+                    subscribers.publish(node);
                 }
-                watcher::Event::InitApply(node) => publish(&mut subscribers, node),
+                watcher::Event::InitApply(node) => subscribers.publish(node),
                 watcher::Event::Init => {}
             }
         }
     }
-}
-
-fn publish(subscribers: &mut Vec<mpsc::UnboundedSender<Arc<Node>>>, node: Node) {
-    let node = Arc::new(node);
-    subscribers.retain(|s| s.unbounded_send(node.clone()).is_ok());
 }

@@ -74,21 +74,41 @@ pub fn runnable(
     handshake: &Handshake,
     args: &ControllersArgs,
 ) -> Result<Vec<ControllerName>, ConfigError> {
+    plan(enabled, handshake, args, true)
+}
+
+/// [`runnable`] without its log lines, for the periodic capability refresh.
+pub fn runnable_quietly(
+    enabled: &[ControllerName],
+    handshake: &Handshake,
+    args: &ControllersArgs,
+) -> Result<Vec<ControllerName>, ConfigError> {
+    plan(enabled, handshake, args, false)
+}
+
+fn plan(
+    enabled: &[ControllerName],
+    handshake: &Handshake,
+    args: &ControllersArgs,
+    log: bool,
+) -> Result<Vec<ControllerName>, ConfigError> {
     let mut out = Vec::new();
     for &c in enabled {
         let capability = c.required_capability();
         if c == ControllerName::NodeRoute && !args.configure_cloud_routes {
-            tracing::info!(
-                "will not configure cloud provider routes: --configure-cloud-routes is false"
-            );
+            if log {
+                tracing::info!(
+                    "will not configure cloud provider routes: --configure-cloud-routes is false"
+                );
+            }
             continue;
         }
         if !handshake.has(capability) {
-            if c == ControllerName::NodeRoute {
+            if log && c == ControllerName::NodeRoute {
                 tracing::warn!(
                     "--configure-cloud-routes is set, but cloud provider does not support routes. Will not configure cloud provider routes."
                 );
-            } else {
+            } else if log {
                 tracing::warn!(
                     controller = c.canonical(),
                     capability = ?capability,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::task::{Id, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinSet};
 
 use super::admin::Health;
 
@@ -25,7 +25,7 @@ pub struct TaskFailed {
 
 pub struct Supervisor {
     tasks: JoinSet<()>,
-    names: HashMap<Id, &'static str>,
+    names: HashMap<Id, (&'static str, AbortHandle)>,
     health: Arc<Health>,
 }
 
@@ -41,15 +41,44 @@ impl Supervisor {
     /// Starts `task` under `name`.
     pub fn spawn(&mut self, name: &'static str, task: impl Future<Output = ()> + Send + 'static) {
         let handle = self.tasks.spawn(task);
-        self.names.insert(handle.id(), name);
+        self.names.insert(handle.id(), (name, handle));
+    }
+
+    /// Stops the task `name` on purpose (not a failure); whether it ran.
+    pub fn stop(&mut self, name: &str) -> bool {
+        let Some(id) = self
+            .names
+            .iter()
+            .find(|(_, (n, _))| *n == name)
+            .map(|(id, _)| *id)
+        else {
+            return false;
+        };
+        if let Some((_, handle)) = self.names.remove(&id) {
+            handle.abort();
+        }
+        true
     }
 
     /// Waits for the first task to stop, marks it failed in `/healthz`, and
     /// says why. Never resolves while every task runs (nor with no task).
     pub async fn failure(&mut self) -> TaskFailed {
-        let Some(joined) = self.tasks.join_next_with_id().await else {
-            return std::future::pending().await;
-        };
+        loop {
+            let Some(joined) = self.tasks.join_next_with_id().await else {
+                return std::future::pending().await;
+            };
+            let id = match &joined {
+                Ok((id, ())) => *id,
+                Err(e) => e.id(),
+            };
+            // A task stopped on purpose is no longer named.
+            if self.names.contains_key(&id) {
+                return self.failed(joined);
+            }
+        }
+    }
+
+    fn failed(&mut self, joined: Result<(Id, ()), tokio::task::JoinError>) -> TaskFailed {
         let (id, cause) = match joined {
             Ok((id, ())) => (id, "it returned".to_owned()),
             Err(e) if e.is_panic() => {
@@ -64,7 +93,7 @@ impl Supervisor {
             }
             Err(e) => (e.id(), "it was cancelled".to_owned()),
         };
-        let task = self.names.remove(&id).unwrap_or("unknown task");
+        let task = self.names.remove(&id).map_or("unknown task", |(n, _)| n);
         self.health.mark_failed(task);
         tracing::error!(task, %cause, "a supervised task stopped; stopping the manager");
         TaskFailed { task, cause }
@@ -116,5 +145,20 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn a_task_stopped_on_purpose_is_no_failure() {
+        let health = Arc::new(Health::for_tests());
+        let mut s = Supervisor::new(health);
+        s.spawn("stopping", std::future::pending());
+        s.spawn("crashing", async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            panic!("late");
+        });
+        assert!(s.stop("stopping"));
+        assert!(!s.stop("never-started"));
+        let failed = s.failure().await;
+        assert_eq!(failed.task, "crashing");
     }
 }
