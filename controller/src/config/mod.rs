@@ -17,6 +17,18 @@ pub use controllers::{ControllerName, enabled_controllers};
 
 use crate::cidr::{Cidr, parse_cluster_cidrs};
 
+/// Why no connection to the kube-apiserver could be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeConfigError {
+    #[error("loading Kubernetes configuration: {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("using --kubeconfig {path}: {source}")]
+    File {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+}
+
 /// `--cluster-name`'s default, as upstream.
 pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 
@@ -357,22 +369,22 @@ impl Options {
     /// then $KUBECONFIG / ~/.kube/config), its server replaced by
     /// `--master` when given. `--master` without `--kubeconfig` is that
     /// server without credentials, as upstream's `BuildConfigFromFlags`.
-    pub async fn kube_config(&self) -> anyhow::Result<kube::Config> {
-        use anyhow::Context as _;
+    pub async fn kube_config(&self) -> Result<kube::Config, KubeConfigError> {
         use kube::config::{KubeConfigOptions, Kubeconfig};
         let path = &self.kube.kubeconfig;
         let master = self.compat.master.as_deref().map(compat::master_uri);
+        let bad_file = |source| KubeConfigError::File {
+            path: path.clone(),
+            source,
+        };
         let mut config = match (path.is_empty(), master.clone()) {
             (true, Some(url)) => return Ok(kube::Config::new(url)),
-            (true, None) => kube::Config::infer()
-                .await
-                .context("loading Kubernetes configuration")?,
+            (true, None) => kube::Config::infer().await?,
             (false, _) => {
-                let kc = Kubeconfig::read_from(path)
-                    .with_context(|| format!("reading --kubeconfig {path}"))?;
+                let kc = Kubeconfig::read_from(path).map_err(bad_file)?;
                 kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
-                    .with_context(|| format!("using --kubeconfig {path}"))?
+                    .map_err(bad_file)?
             }
         };
         if let Some(url) = master {

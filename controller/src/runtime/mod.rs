@@ -138,7 +138,7 @@ impl Manager {
             metrics: self.controller_metrics.clone(),
         };
         let mut synced = watch.synced();
-        let watch_subscribers = watch.subscribers();
+        let subscribers = watch.subscribers();
         let mut supervisor = Supervisor::new(self.health.clone());
         supervisor.spawn("node-watch", watch.drive(self.client.clone()));
         let watch_ended = tokio::select! {
@@ -151,7 +151,6 @@ impl Manager {
         }
         tracing::info!(nodes = shared.nodes.len(), "node cache synced");
 
-        let subscribers = watch_subscribers;
         let mut running = Vec::new();
         for (c, events) in runnable.iter().zip(node_events.drain(..)) {
             self.start_controller(*c, &shared, events, &mut supervisor);

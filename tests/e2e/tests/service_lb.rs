@@ -820,7 +820,7 @@ async fn delete_behind_our_back(h: &Harness, name: &str) {
 async fn vanished_services_lose_their_load_balancers() {
     let _serial = SERIAL.lock().await;
     let cluster = unique_name("sweep");
-    let h = harness_with(&[
+    let mut h = harness_with(&[
         &format!("--cluster-name={cluster}"),
         "--load-balancer-orphan-sweep-period=1s",
     ])
@@ -862,7 +862,6 @@ async fn vanished_services_lose_their_load_balancers() {
     let name = unique_name("reborn");
     let old = h.create_service(lb_service(&name, 80)).await;
     h.wait_ready(&name).await;
-    let mut h = h;
     h.stop_controller().await;
     delete_behind_our_back(&h, &name).await;
     let new = h.create_service(lb_service(&name, 80)).await;

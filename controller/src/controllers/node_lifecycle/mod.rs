@@ -5,7 +5,9 @@
 //! `NOT_EXISTS` answer. Errors, timeouts, an unreachable provider or an
 //! answer the contract does not allow (UNSPECIFIED) delete nothing; the Node
 //! is looked at again on the next pass. The delete is also conditional on the
-//! Node's uid, so a Node re-created under the same name is never removed.
+//! Node's uid, so a Node re-created under the same name is never removed,
+//! and a Node whose providerID is another cloud's (or malformed) is never
+//! asked about at all: the provider can only know its own instances.
 
 mod decide;
 

@@ -15,7 +15,9 @@ use super::{BACKEND_COALESCE, Lb, Record, decide};
 /// Calls UpdateLoadBalancer for every Service this process ensured whose
 /// backends differ from the current node set. Returns how many it updated.
 async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
-    let current = decide::backend_set(&lb.current_backends());
+    // One snapshot: what is sent is what the digest says was sent.
+    let backends = lb.current_backends();
+    let current = decide::backend_set(&backends);
     let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
         .records
         .lock()
@@ -26,6 +28,7 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
     futures::stream::iter(records)
         .for_each_concurrent(workers.max(1), |(key, record)| {
             let current = &current;
+            let backends = &backends;
             let updated = &updated;
             async move {
                 let mut record = record.lock().await;
@@ -41,11 +44,10 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 if !decide::wants_load_balancer(&svc) || decide::needs_cleanup(&svc) {
                     return;
                 }
-                let nodes = lb.current_backends();
                 record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                if !update_one(lb, &svc, nodes.as_ref().clone()).await {
+                if !update_one(lb, &svc, backends.as_ref().clone()).await {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
                     let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
@@ -56,9 +58,10 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
     updated.into_inner()
 }
 
-/// One UpdateLoadBalancer, upstream's way: on failure, the load balancer
-/// is looked up and a missing one counts as success. False asks for a
-/// full Ensure.
+/// One UpdateLoadBalancer. On failure the load balancer is looked up: one
+/// that still exists gets upstream's `UpdateLoadBalancerFailed`, a missing
+/// one `LoadBalancerNotFound` (upstream counts that as success). False asks
+/// for a full Ensure, which retries or recreates it.
 async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool {
     let key = decide::key(svc);
     let request = match decide::to_proto(svc) {

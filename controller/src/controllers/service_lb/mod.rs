@@ -569,6 +569,7 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
         // applies to the new one.
         if !record.uid.is_empty()
             && record.ensured.is_some()
+            && !record.elsewhere
             && let Err(e) = lb.delete_replaced(&svc, &record.uid).await
         {
             let delay = lb.backoff.failed(&key);
