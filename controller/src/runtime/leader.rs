@@ -14,23 +14,34 @@
 //! - On clean shutdown the Lease is released (holder cleared) so a
 //!   successor takes over at once.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 use std::time::{Duration, Instant};
+
+use ccm_provider_sdk::FencingToken;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-/// Whether this process may write. Cheap to clone and check.
+/// Whether this process may write, and as whom. Cheap to clone and check.
 #[derive(Clone)]
 pub struct Fence(Option<Arc<FenceState>>);
 
 struct FenceState {
     renewed: Mutex<Option<Instant>>,
     renew_deadline: Duration,
+    /// Our term and identity, sent with every provider mutation.
+    token: Mutex<Option<FencingToken>>,
+    /// The newest term a provider said it has seen from someone else, so
+    /// the next renewal can raise ours past it.
+    superseded_by: Mutex<Option<u64>>,
+    /// Woken when the fence closes before its deadline.
+    closed: Notify,
 }
 
 impl Fence {
@@ -43,6 +54,9 @@ impl Fence {
         Fence(Some(Arc::new(FenceState {
             renewed: Mutex::new(None),
             renew_deadline,
+            token: Mutex::new(None),
+            superseded_by: Mutex::new(None),
+            closed: Notify::new(),
         })))
     }
 
@@ -50,29 +64,80 @@ impl Fence {
     pub fn allows_writes(&self) -> bool {
         match &self.0 {
             None => true,
-            Some(s) => s
-                .renewed
-                .lock()
-                .is_some_and(|t| t.elapsed() < s.renew_deadline),
+            Some(s) => s.expiry().is_some_and(|t| Instant::now() < t),
         }
     }
 
-    fn renewed_at(&self, at: Instant) {
+    fn renewed_at(&self, at: Instant, token: FencingToken) {
         if let Some(s) = &self.0 {
             *s.renewed.lock() = Some(at);
+            *s.token.lock() = Some(token);
         }
     }
 
     fn close(&self) {
         if let Some(s) = &self.0 {
             *s.renewed.lock() = None;
+            s.closed.notify_waiters();
         }
+    }
+
+    /// The term to write at the next renewal when a provider has seen a
+    /// newer one than `current` (only a Lease deleted and created again
+    /// makes a term go back).
+    fn term_after(&self, current: u64) -> u64 {
+        match &self.0 {
+            Some(s) => match *s.superseded_by.lock() {
+                Some(newest) if newest >= current => newest + 1,
+                _ => current,
+            },
+            None => current,
+        }
+    }
+}
+
+impl FenceState {
+    fn expiry(&self) -> Option<Instant> {
+        self.renewed.lock().map(|t| t + self.renew_deadline)
     }
 }
 
 impl ccm_provider_sdk::client::MutationGate for Fence {
     fn allows_mutations(&self) -> bool {
         self.allows_writes()
+    }
+
+    fn fencing_token(&self) -> Option<FencingToken> {
+        self.0.as_ref().and_then(|s| s.token.lock().clone())
+    }
+
+    fn revoked(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let Some(state) = self.0.clone() else {
+            return Box::pin(std::future::pending());
+        };
+        Box::pin(async move {
+            loop {
+                let closed = state.closed.notified();
+                let Some(expiry) = state.expiry() else { return };
+                if Instant::now() >= expiry {
+                    return;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(expiry.into()) => {}
+                    () = closed => {}
+                }
+            }
+        })
+    }
+
+    fn superseded(&self, newest: &FencingToken) {
+        if let Some(s) = &self.0 {
+            let mut seen = s.superseded_by.lock();
+            if seen.is_none_or(|t| t < newest.term) {
+                tracing::warn!(term = newest.term, holder = %newest.holder, "a provider refused a write: it has seen a newer leader's term");
+                *seen = Some(newest.term);
+            }
+        }
     }
 }
 
@@ -158,13 +223,13 @@ impl Elector {
         format!("{}/{}", self.cfg.namespace, self.cfg.name)
     }
 
-    fn spec(&self, acquire: bool, transitions: i32) -> LeaseSpec {
+    fn spec(&self, acquire: bool, transitions: u64) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.cfg.identity.clone()),
             lease_duration_seconds: Some(self.cfg.lease_duration.as_secs().max(1) as i32),
             acquire_time: acquire.then(now),
             renew_time: Some(now()),
-            lease_transitions: Some(transitions),
+            lease_transitions: Some(i32::try_from(transitions).unwrap_or(i32::MAX)),
             ..Default::default()
         }
     }
@@ -184,7 +249,7 @@ impl Elector {
                     namespace: Some(self.cfg.namespace.clone()),
                     ..Default::default()
                 },
-                spec: Some(self.spec(true, 0)),
+                spec: Some(self.spec(true, self.fence.term_after(0))),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
@@ -201,7 +266,8 @@ impl Elector {
             .spec
             .as_ref()
             .and_then(|s| s.lease_transitions)
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(0) as u64;
         if held_by != self.cfg.identity && !held_by.is_empty() {
             // Someone else's: expired only after we saw it unchanged for
             // its duration (ours if it states none or nonsense).
@@ -230,9 +296,13 @@ impl Elector {
         }
         let acquiring = held_by != self.cfg.identity;
         let spec = if acquiring {
-            self.spec(true, transitions + 1)
+            self.spec(true, self.fence.term_after(transitions + 1))
         } else {
-            let mut s = self.spec(false, transitions);
+            let term = self.fence.term_after(transitions);
+            if term != transitions {
+                tracing::info!(lease = %self.lease_name(), from = transitions, to = term, "raising the lease term past the newest a provider has seen");
+            }
+            let mut s = self.spec(false, term);
             s.acquire_time = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
             s
         };
@@ -253,9 +323,17 @@ impl Elector {
     }
 
     fn won(&self, lease: Lease, started: Instant) {
+        // The term is the Lease's transition count as we wrote it.
+        let term = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0)
+            .max(0) as u64;
         // The renewal counts from before the request: a slow answer never
         // extends our claim beyond what the others can see.
-        self.fence.renewed_at(started);
+        self.fence
+            .renewed_at(started, FencingToken::new(term, self.cfg.identity.clone()));
         *self.ours.lock() = lease.metadata.resource_version;
     }
 
@@ -414,20 +492,67 @@ mod tests {
         assert!(c.validate().unwrap_err().contains("retryPeriod"));
     }
 
+    fn token() -> FencingToken {
+        FencingToken::new(2, "me")
+    }
+
     #[test]
     fn the_fence_opens_only_for_a_fresh_renewal() {
         assert!(Fence::open().allows_writes());
         let f = Fence::elected(Duration::from_millis(50));
         assert!(!f.allows_writes(), "closed before the first renewal");
-        f.renewed_at(Instant::now());
+        f.renewed_at(Instant::now(), token());
         assert!(f.allows_writes());
-        f.renewed_at(Instant::now() - Duration::from_millis(60));
+        f.renewed_at(Instant::now() - Duration::from_millis(60), token());
         assert!(
             !f.allows_writes(),
             "a stale renewal (a frozen process) writes nothing"
         );
-        f.renewed_at(Instant::now());
+        f.renewed_at(Instant::now(), token());
         f.close();
         assert!(!f.allows_writes());
+    }
+
+    #[tokio::test]
+    async fn mutations_are_revoked_when_the_renewal_goes_stale_or_the_fence_closes() {
+        use ccm_provider_sdk::client::MutationGate;
+        let open = Fence::open();
+        assert_eq!(open.fencing_token(), None, "no election, no token");
+        let f = Fence::elected(Duration::from_millis(200));
+        f.renewed_at(Instant::now(), token());
+        assert_eq!(f.fencing_token(), Some(token()));
+        // Renewed in time: not revoked at the first deadline.
+        let revoked = f.revoked();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        f.renewed_at(Instant::now(), token());
+        let started = Instant::now();
+        revoked.await;
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(150),
+            "revoked at the old deadline: {waited:?}"
+        );
+        // Closing revokes at once.
+        f.renewed_at(Instant::now(), token());
+        let revoked = tokio::spawn(f.revoked());
+        tokio::task::yield_now().await;
+        f.close();
+        tokio::time::timeout(Duration::from_millis(100), revoked)
+            .await
+            .expect("closing revokes at once")
+            .unwrap();
+    }
+
+    #[test]
+    fn a_newer_term_seen_by_a_provider_raises_ours_past_it() {
+        use ccm_provider_sdk::client::MutationGate;
+        let f = Fence::elected(Duration::from_secs(10));
+        assert_eq!(f.term_after(3), 3);
+        f.superseded(&FencingToken::new(7, "gone"));
+        f.superseded(&FencingToken::new(5, "older"));
+        assert_eq!(f.term_after(3), 8);
+        assert_eq!(f.term_after(7), 8, "same term, other holder");
+        assert_eq!(f.term_after(9), 9, "already past it");
+        assert_eq!(Fence::open().term_after(3), 3);
     }
 }

@@ -35,8 +35,12 @@ struct Bugs {
     delete_not_found: bool,
     /// (c) InstanceMetadata answers INTERNAL for a missing instance.
     metadata_internal: bool,
-    /// (d) No request validation: missing REQUIRED fields are accepted.
+    /// (d) No request validation: missing REQUIRED fields (and malformed
+    /// fencing tokens) are accepted.
     no_validation: bool,
+    /// (e) EnsureLoadBalancer runs the cloud work in a detached task that
+    /// finishes even when the caller has given up.
+    ignores_cancellation: bool,
 }
 
 #[derive(Clone, Default)]
@@ -217,9 +221,24 @@ impl load_balancer_service_server::LoadBalancerService for RawCloud {
         let key = self.key(&r.cluster_name, &r.service)?;
         if !self.bugs.no_validation {
             validate::node_refs("nodes", &r.nodes).map_err(invalid)?;
+            if let Some(v) = req.metadata().get(proto::FENCING_TOKEN_METADATA) {
+                let text = v.to_str().unwrap_or_default();
+                ccm_provider_sdk::FencingToken::parse(text).map_err(|e| {
+                    ProviderError::invalid_request("metadata[x-ccm-fencing-token]", e).to_status()
+                })?;
+            }
         }
         let status = Self::status_for(&key.1);
-        self.lbs.lock().unwrap().insert(key, status.clone());
+        if self.bugs.ignores_cancellation {
+            let (lbs, key, status) = (self.lbs.clone(), key.clone(), status.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                lbs.lock().unwrap().insert(key, status);
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        } else {
+            self.lbs.lock().unwrap().insert(key, status.clone());
+        }
         Ok(Response::new(EnsureLoadBalancerResponse {
             result: Some(ensure_load_balancer_response::Result::Status(status)),
             warnings: vec![],
@@ -377,6 +396,7 @@ async fn accepting_missing_required_fields_fails() {
             "validation/ensure-lb-unspecified-traffic-policy",
             "validation/ensure-lb-invalid-source-range",
             "validation/ensure-lb-oversize-annotations",
+            "fencing/malformed-token-refused",
         ],
     );
     // The suite deleted what the provider wrongly created, by uid.
@@ -384,5 +404,16 @@ async fn accepting_missing_required_fields_fails() {
         report.get("cleanup"),
         Some(&ccm_provider_conformance::Outcome::Passed)
     );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_outlives_a_cancelled_call_fails() {
+    let served = serve(Bugs {
+        ignores_cancellation: true,
+        ..Default::default()
+    });
+    let report = served.run().await;
+    common::assert_failed(&report, &["fencing/cancelled-ensure-never-lands"]);
     served.stop().await;
 }

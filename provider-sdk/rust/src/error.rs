@@ -7,6 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use ccm_proto::v1::{ERROR_DOMAIN, ErrorReason};
+
+use crate::fencing::FencingToken;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 
@@ -34,6 +36,8 @@ pub struct ProviderError {
     message: String,
     retry_after: Option<Duration>,
     field_violations: Vec<(String, String)>,
+    /// NOT_LEADER only: the newest fencing token the provider has seen.
+    newest_leader: Option<FencingToken>,
 }
 
 impl ProviderError {
@@ -44,6 +48,7 @@ impl ProviderError {
             message: message.into(),
             retry_after: None,
             field_violations: Vec::new(),
+            newest_leader: None,
         }
     }
 
@@ -151,6 +156,22 @@ impl ProviderError {
     }
 
     /// A provider bug or an unexpected cloud answer (`INTERNAL`).
+    /// A mutation from a deposed leader (`FAILED_PRECONDITION`): its
+    /// fencing token is superseded by `newest`, the newest token seen for
+    /// the cluster. The write must not have been applied.
+    pub fn not_leader(newest: &FencingToken) -> Self {
+        let mut e = Self::new(
+            Code::FailedPrecondition,
+            Some(ErrorReason::NotLeader),
+            format!(
+                "refused: a newer leader has written (term {}, holder {:?})",
+                newest.term, newest.holder
+            ),
+        );
+        e.newest_leader = Some(newest.clone());
+        e
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(Code::Internal, None, message)
     }
@@ -180,6 +201,11 @@ impl ProviderError {
         self.retry_after
     }
 
+    /// NOT_LEADER only: the newest fencing token the provider has seen.
+    pub fn newest_leader(&self) -> Option<&FencingToken> {
+        self.newest_leader.as_ref()
+    }
+
     /// `(field, description)` pairs from `BadRequest`.
     pub fn field_violations(&self) -> &[(String, String)] {
         &self.field_violations
@@ -204,11 +230,12 @@ impl ProviderError {
     pub fn to_status(&self) -> Status {
         let mut details = ErrorDetails::new();
         if let Some(reason) = self.reason {
-            details.set_error_info(
-                reason_str(reason),
-                ERROR_DOMAIN,
-                std::collections::HashMap::<String, String>::new(),
-            );
+            let mut metadata = std::collections::HashMap::<String, String>::new();
+            if let Some(newest) = &self.newest_leader {
+                metadata.insert("term".into(), newest.term.to_string());
+                metadata.insert("holder".into(), bounded(&newest.holder));
+            }
+            details.set_error_info(reason_str(reason), ERROR_DOMAIN, metadata);
         }
         if self.retry_after.is_some() {
             details.set_retry_info(self.retry_after);
@@ -228,10 +255,17 @@ impl ProviderError {
     /// domains keep only the code, so callers fall back to it.
     pub fn from_status(status: &Status) -> Self {
         let details = status.get_error_details();
-        let reason = details
+        let info = details
             .error_info()
-            .filter(|info| info.domain == ERROR_DOMAIN)
-            .and_then(|info| parse_reason(&info.reason));
+            .filter(|info| info.domain == ERROR_DOMAIN);
+        let reason = info.and_then(|info| parse_reason(&info.reason));
+        let newest_leader = info
+            .filter(|_| reason == Some(ErrorReason::NotLeader))
+            .and_then(|info| {
+                let term = info.metadata.get("term")?;
+                let holder = info.metadata.get("holder")?;
+                FencingToken::parse(&format!("{term}:{holder}")).ok()
+            });
         ProviderError {
             code: status.code(),
             reason,
@@ -246,6 +280,7 @@ impl ProviderError {
                         .collect()
                 })
                 .unwrap_or_default(),
+            newest_leader,
         }
     }
 }
@@ -375,6 +410,19 @@ mod tests {
             ProviderError::invalid_request("a", "b").outcome(),
             Outcome::Final
         );
+    }
+
+    #[test]
+    fn not_leader_carries_the_newest_token_both_ways() {
+        let newest = FencingToken::new(9, "cp-2_beef");
+        let back = ProviderError::from_status(&ProviderError::not_leader(&newest).to_status());
+        assert_eq!(back.code(), Code::FailedPrecondition);
+        assert_eq!(back.reason(), Some(ErrorReason::NotLeader));
+        assert_eq!(back.newest_leader(), Some(&newest));
+        assert_eq!(back.outcome(), Outcome::Final);
+        // Other reasons never carry one, even with the same metadata.
+        let other = ProviderError::conflicting_resource("x").to_status();
+        assert_eq!(ProviderError::from_status(&other).newest_leader(), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! [`ProviderServer`]. The SDK owns the plumbing: the Unix socket (stale
 //! socket cleanup, mode 0600 by default), capabilities derived from what is
 //! implemented, Identity + `grpc.health.v1` + reflection on the same socket,
-//! request validation, deadline and cancellation propagation, 16 MiB message
+//! request validation, deadline and cancellation propagation
+//! ([`CallContext::cancellation`]), fencing tokens of the leader that sent a
+//! mutation ([`CallContext::fencing_token`]), 16 MiB message
 //! limits, errors with exactly the contract's codes and reasons
 //! ([`ProviderError`]), `tracing` spans carrying the controller's request id,
 //! and graceful shutdown on SIGTERM.
@@ -98,6 +100,7 @@
 pub mod client;
 pub mod endpoint;
 pub mod error;
+pub mod fencing;
 #[cfg(feature = "server")]
 pub mod paginate;
 pub mod provider;
@@ -112,10 +115,11 @@ pub use ccm_proto::v1 as proto;
 pub use client::{ClientError, ClientOptions, Handshake, ProviderClient};
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
+pub use fencing::FencingToken;
 pub use provider::{
-    CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome, LoadBalancerEntry,
-    LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes, Zones,
-    cluster_scoped_load_balancer_name, default_load_balancer_name,
+    CallContext, Cancellation, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome,
+    LoadBalancerEntry, LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes,
+    Zones, cluster_scoped_load_balancer_name, default_load_balancer_name,
 };
 #[cfg(feature = "server")]
 pub use server::ProviderServer;

@@ -9,9 +9,14 @@
 //! request id and deadline; the future is dropped when the caller gives up.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use tokio::sync::Notify;
+
 use crate::ProviderResult;
+use crate::fencing::FencingToken;
 use crate::proto::{
     AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
     Warning, Zone,
@@ -24,6 +29,50 @@ pub struct CallContext {
     pub request_id: String,
     /// When the caller stops waiting, if it said.
     pub deadline: Option<Instant>,
+    /// Mutations from a controller running with leader election: who sent
+    /// it, and in which term. A provider whose cloud offers conditional
+    /// writes or tags records the newest token per cluster (or on the
+    /// resource) and refuses an older one with
+    /// [`ProviderError::not_leader`](crate::ProviderError::not_leader).
+    pub fencing_token: Option<FencingToken>,
+    /// Fires when the caller gives up (cancels, or its deadline passes)
+    /// before the answer. The method's future is dropped then too; this is
+    /// for work it handed to other tasks (a cloud operation being polled).
+    pub cancellation: Cancellation,
+}
+
+/// Whether the caller of one RPC has given up. Clones share the state.
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation(Arc<CancellationState>);
+
+#[derive(Debug, Default)]
+struct CancellationState {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+impl Cancellation {
+    /// True once the caller has given up.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Completes when the caller gives up (never, if the call completes).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks the call as given up and wakes every waiter.
+    pub fn cancel(&self) {
+        self.0.cancelled.store(true, Ordering::Release);
+        self.0.notify.notify_waiters();
+    }
 }
 
 /// Who the provider is (`GetProviderInfo`).

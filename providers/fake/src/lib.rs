@@ -51,8 +51,8 @@ pub use faults::{
 };
 pub use state::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, Address, AddressType,
-    FakeConfig, Instance, InstanceSpec, LbPort, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord,
-    StateDump, VOLUME_DRIVERS,
+    FakeConfig, Instance, InstanceSpec, LbPort, LeaderRecord, LoadBalancer, PROVIDER_ID_SCHEME,
+    RouteRecord, StateDump, VOLUME_DRIVERS,
 };
 
 use faults::{CallLog, Faults, Plan};
@@ -349,6 +349,29 @@ impl FakeCloud {
             )));
         }
         out
+    }
+
+    /// [`Self::call`] for a change to `cluster`'s cloud, fenced: the
+    /// call's token is noted on arrival (so a newer leader's arrival fences
+    /// an older leader's call still waiting), and checked again when the
+    /// change commits, under the state lock.
+    pub(crate) async fn mutation<T>(
+        &self,
+        method: Method,
+        ctx: &CallContext,
+        cluster: &str,
+        work: impl FnOnce(&mut State) -> ProviderResult<T>,
+    ) -> ProviderResult<T> {
+        let token = ctx.fencing_token.as_ref();
+        let ((), saved) = self.change(|s| s.saw_leader(cluster, token));
+        if let Err(e) = saved {
+            tracing::error!("{e}");
+        }
+        self.call(method, ctx, |s| {
+            s.check_leader(cluster, token)?;
+            work(s)
+        })
+        .await
     }
 
     /// Runs one provider call through the fault machinery and the call log.

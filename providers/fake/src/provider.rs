@@ -120,7 +120,7 @@ impl LoadBalancers for FakeCloud {
         nodes: Vec<NodeRef>,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         let mut answer = self
-            .call(Method::EnsureLoadBalancer, &ctx, |s| {
+            .mutation(Method::EnsureLoadBalancer, &ctx, &cluster_name, |s| {
                 s.ensure_lb(&cluster_name, &service, &nodes)
             })
             .await?;
@@ -140,7 +140,7 @@ impl LoadBalancers for FakeCloud {
         service: Service,
         nodes: Vec<NodeRef>,
     ) -> ProviderResult<LbAnswer<()>> {
-        self.call(Method::UpdateLoadBalancer, &ctx, |s| {
+        self.mutation(Method::UpdateLoadBalancer, &ctx, &cluster_name, |s| {
             s.update_lb(&cluster_name, &service, &nodes)
         })
         .await
@@ -152,10 +152,15 @@ impl LoadBalancers for FakeCloud {
         cluster_name: String,
         service: Service,
     ) -> ProviderResult<Vec<Warning>> {
-        self.call(Method::EnsureLoadBalancerDeleted, &ctx, |s| {
-            s.delete_lb(&cluster_name, &service);
-            Ok(Vec::new())
-        })
+        self.mutation(
+            Method::EnsureLoadBalancerDeleted,
+            &ctx,
+            &cluster_name,
+            |s| {
+                s.delete_lb(&cluster_name, &service);
+                Ok(Vec::new())
+            },
+        )
         .await
     }
 
@@ -194,7 +199,7 @@ impl Routes for FakeCloud {
         name_hint: String,
         route: Route,
     ) -> ProviderResult<Route> {
-        self.call(Method::CreateRoute, &ctx, |s| {
+        self.mutation(Method::CreateRoute, &ctx, &cluster_name, |s| {
             s.create_route(&cluster_name, &name_hint, &route)
         })
         .await
@@ -206,7 +211,7 @@ impl Routes for FakeCloud {
         cluster_name: String,
         route: Route,
     ) -> ProviderResult<()> {
-        self.call(Method::DeleteRoute, &ctx, |s| {
+        self.mutation(Method::DeleteRoute, &ctx, &cluster_name, |s| {
             s.delete_route(&cluster_name, &route);
             Ok(())
         })

@@ -12,7 +12,7 @@ use ccm_provider_sdk::proto::{
     NodeRef, PortStatus, Protocol, Route, Service, TrafficPolicy, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
-    LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
+    FencingToken, LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
     cluster_scoped_load_balancer_name,
 };
 use serde::{Deserialize, Serialize};
@@ -257,6 +257,19 @@ pub struct StateDump {
     pub routes: Vec<RouteRecord>,
     /// Load balancer addresses in use.
     pub allocated_ips: Vec<Ipv4Addr>,
+    /// The newest fencing token seen per cluster.
+    #[serde(default)]
+    pub leaders: Vec<LeaderRecord>,
+}
+
+/// The newest leader of one cluster the fake has heard from: mutations
+/// carrying an older fencing token are refused (NOT_LEADER), as a cloud
+/// with conditional writes would.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderRecord {
+    pub cluster_name: String,
+    pub term: u64,
+    pub holder: String,
 }
 
 /// The usable addresses of an IPv4 CIDR.
@@ -336,6 +349,8 @@ pub(crate) struct State {
     next_address: u32,
     lbs: BTreeMap<(String, String), LoadBalancer>,
     routes: BTreeMap<(String, String), RouteRecord>,
+    /// The newest fencing token seen, by cluster name.
+    leaders: BTreeMap<String, FencingToken>,
     /// Set by every change to the cloud (not to readiness), cleared once
     /// the change is in the state file.
     pub(crate) dirty: bool,
@@ -353,6 +368,8 @@ pub(crate) struct Persisted {
     pub(crate) next_address: u32,
     pub(crate) load_balancers: Vec<LoadBalancer>,
     pub(crate) routes: Vec<RouteRecord>,
+    #[serde(default)]
+    pub(crate) leaders: Vec<LeaderRecord>,
 }
 
 /// The parsed load balancer options of a Service.
@@ -469,6 +486,7 @@ impl State {
             next_address: 0,
             lbs: BTreeMap::new(),
             routes: BTreeMap::new(),
+            leaders: BTreeMap::new(),
             dirty: false,
             config,
         };
@@ -486,6 +504,46 @@ impl State {
             next_address: self.next_address,
             load_balancers: self.lbs.values().cloned().collect(),
             routes: self.routes.values().cloned().collect(),
+            leaders: self.leader_records(),
+        }
+    }
+
+    fn leader_records(&self) -> Vec<LeaderRecord> {
+        self.leaders
+            .iter()
+            .map(|(cluster, t)| LeaderRecord {
+                cluster_name: cluster.clone(),
+                term: t.term,
+                holder: t.holder.clone(),
+            })
+            .collect()
+    }
+
+    /// A mutation from `token` arrived for `cluster`: a newer term becomes
+    /// the one every later write is checked against, so an older leader's
+    /// call still running (or arriving late) cannot commit after it.
+    pub(crate) fn saw_leader(&mut self, cluster: &str, token: Option<&FencingToken>) {
+        let Some(token) = token else { return };
+        let newest = FencingToken::newest(self.leaders.get(cluster).cloned(), token);
+        if self.leaders.get(cluster) != Some(&newest) {
+            self.leaders.insert(cluster.to_owned(), newest);
+            self.dirty = true;
+        }
+    }
+
+    /// Refuses a write whose token is superseded for `cluster`. Writes
+    /// without a token (a controller without leader election) are
+    /// accepted.
+    pub(crate) fn check_leader(
+        &self,
+        cluster: &str,
+        token: Option<&FencingToken>,
+    ) -> ProviderResult<()> {
+        match (token, self.leaders.get(cluster)) {
+            (Some(t), Some(newest)) if t.is_superseded_by(newest) => {
+                Err(ProviderError::not_leader(newest))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -504,6 +562,11 @@ impl State {
             next_address: saved.next_address,
             lbs: BTreeMap::new(),
             routes: BTreeMap::new(),
+            leaders: saved
+                .leaders
+                .into_iter()
+                .map(|l| (l.cluster_name, FencingToken::new(l.term, l.holder)))
+                .collect(),
             dirty: false,
             config,
         };
@@ -1006,6 +1069,7 @@ impl State {
             load_balancers: self.lbs.values().cloned().collect(),
             routes: self.routes.values().cloned().collect(),
             allocated_ips: self.pool.allocated(),
+            leaders: self.leader_records(),
         }
     }
 }

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ccm_fake_provider::{FakeCloud, FakeConfig};
+use ccm_fake_provider::{CallOutcome, FakeCloud, FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
@@ -109,6 +109,10 @@ impl Drop for Replica {
 
 struct Cluster {
     admin: Client,
+    /// The Lease's name, one per test so tests do not share a leader.
+    lease: String,
+    /// A namespace of the test's own.
+    ns: String,
     binary: PathBuf,
     kubeconfig: PathBuf,
     endpoint: String,
@@ -117,7 +121,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    async fn new() -> Cluster {
+    async fn new(lease: &str) -> Cluster {
         let env = TestEnv::get();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "le").await.unwrap();
@@ -136,6 +140,14 @@ impl Cluster {
         .unwrap();
         let role_name = unique_name("le");
         le.metadata.name = Some(role_name.clone());
+        // The same rules, for this test's Lease name.
+        for rule in le.rules.iter_mut().flatten() {
+            for name in rule.resource_names.iter_mut().flatten() {
+                if name == LEASE {
+                    *name = lease.to_owned();
+                }
+            }
+        }
         Api::<Role>::namespaced(admin.clone(), "kube-system")
             .create(&PostParams::default(), &le)
             .await
@@ -186,10 +198,12 @@ impl Cluster {
         let fake = FakeCloud::new(FakeConfig::default()).unwrap();
         tokio::spawn(fake.clone().serve(endpoint.clone(), std::future::pending()));
         let _ = Api::<Lease>::namespaced(admin.clone(), "kube-system")
-            .delete(LEASE, &DeleteParams::default())
+            .delete(lease, &DeleteParams::default())
             .await;
         Cluster {
             admin,
+            lease: lease.to_owned(),
+            ns,
             binary: controller_binary(),
             kubeconfig,
             endpoint,
@@ -204,6 +218,7 @@ impl Cluster {
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg(format!("--provider-endpoint={}", self.endpoint))
             .arg(format!("--controllers={controllers}"))
+            .arg(format!("--leader-elect-resource-name={}", self.lease))
             .arg(format!(
                 "--leader-elect-lease-duration={}ms",
                 LEASE_DURATION.as_millis()
@@ -226,7 +241,7 @@ impl Cluster {
 
     async fn holder(&self) -> String {
         Api::<Lease>::namespaced(self.admin.clone(), "kube-system")
-            .get_opt(LEASE)
+            .get_opt(&self.lease)
             .await
             .unwrap()
             .and_then(|l| l.spec?.holder_identity)
@@ -277,7 +292,7 @@ impl Cluster {
 
 #[tokio::test]
 async fn one_leader_acts_takeovers_are_bounded_and_a_frozen_leader_writes_nothing() {
-    let c = Cluster::new().await;
+    let c = Cluster::new(LEASE).await;
     // A stranger's Lease, malformed (no duration) and with a renewTime far
     // in the future (clock skew): still taken over, but only after we saw
     // it unchanged for our lease duration.
@@ -372,4 +387,104 @@ async fn one_leader_acts_takeovers_are_bounded_and_a_frozen_leader_writes_nothin
     );
     drop(d);
     let _ = c.fake.dump();
+}
+
+/// Issue 12, point 8: two replicas, one fake. The leader's Ensure is slow
+/// in the cloud; the leader freezes (so it cannot cancel the call), the
+/// other replica takes over and ensures the same load balancer. When the
+/// deposed leader's call finally commits in the provider, its older fencing
+/// token is refused (NOT_LEADER) and the new leader's write stands.
+#[tokio::test]
+async fn a_deposed_leaders_late_mutation_is_refused_by_the_provider() {
+    let c = Cluster::new("ccm-fencing").await;
+    let services: Api<Service> = Api::namespaced(c.admin.clone(), &c.ns);
+    c.fake
+        .set_latency(Method::EnsureLoadBalancer, Duration::from_secs(8));
+    let mut a = c.replica("fence-a", "service");
+    c.wait_holder(&a).await;
+    let b = c.replica("fence-b", "service");
+    let svc = Service {
+        metadata: ObjectMeta {
+            name: Some("fenced".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    // The fake notes a mutation's token when it arrives.
+    let a_term = eventually("fence-a's Ensure to reach the provider", || async {
+        let leaders = c.fake.dump().leaders;
+        match leaders.iter().find(|l| l.holder.starts_with("fence-a_")) {
+            Some(l) => Ok(l.term),
+            None => Err(format!("{leaders:?}; log:\n{}", a.log())),
+        }
+    })
+    .await;
+    a.signal("-STOP");
+    let frozen = Instant::now();
+    c.fake
+        .set_latency(Method::EnsureLoadBalancer, Duration::from_millis(0));
+    c.wait_holder(&b).await;
+    let takeover = frozen.elapsed();
+
+    let refused = eventually("fence-a's late Ensure to be refused", || async {
+        let calls = c.fake.calls_of(Method::EnsureLoadBalancer);
+        calls
+            .iter()
+            .find(|call| {
+                matches!(&call.outcome,
+                    CallOutcome::Error { reason: Some(r), .. } if r == "NOT_LEADER")
+            })
+            .cloned()
+            .ok_or_else(|| format!("{calls:#?}"))
+    })
+    .await;
+    let refused_after = frozen.elapsed();
+    let CallOutcome::Error { message, .. } = &refused.outcome else {
+        unreachable!()
+    };
+    assert!(message.contains("fence-b_"), "{message}");
+    let dump = c.fake.dump();
+    let leader = dump.leaders.iter().find(|l| l.cluster_name == "kubernetes");
+    let leader = leader.expect("the fake knows the cluster's leader");
+    assert!(leader.holder.starts_with("fence-b_"), "{leader:?}");
+    assert!(
+        leader.term > a_term,
+        "{leader:?} vs fence-a's term {a_term}"
+    );
+    assert_eq!(dump.load_balancers.len(), 1, "{dump:#?}");
+    let ensured_by_b = c
+        .fake
+        .calls_of(Method::EnsureLoadBalancer)
+        .iter()
+        .any(|call| call.outcome == CallOutcome::Ok);
+    assert!(ensured_by_b, "the new leader's Ensure succeeded");
+    wait_until("the Service to get its ingress", || async {
+        services
+            .get("fenced")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer?.ingress)
+            .is_some_and(|i| !i.is_empty())
+    })
+    .await;
+
+    let served_after = frozen.elapsed();
+    a.signal("-CONT");
+    assert_eq!(a.exit_code().await, Some(1), "{}", a.log());
+    println!(
+        "fencing: takeover {takeover:?}, late write refused {refused_after:?}, ingress {served_after:?}, old leader exited {:?} after the freeze",
+        frozen.elapsed()
+    );
+    drop(b);
 }

@@ -114,6 +114,7 @@ impl SyncError {
                     Some(ErrorReason::CloudUnavailable) => "CloudUnavailable",
                     Some(ErrorReason::CredentialsInvalid) => "CredentialsInvalid",
                     Some(ErrorReason::InvalidRequest) => "InvalidRequest",
+                    Some(ErrorReason::NotLeader) => "NotLeader",
                     _ => match e.code() {
                         tonic::Code::DeadlineExceeded => "ProviderTimeout",
                         tonic::Code::Unavailable => "ProviderUnavailable",

@@ -8,6 +8,7 @@ use ccm_provider_sdk::proto::Capability;
 use crate::Outcome;
 use crate::ctx::{CaseResult, Ctx, Verdict};
 
+mod fencing;
 mod identity;
 mod instances;
 mod loadbalancer;
@@ -92,6 +93,9 @@ pub static CASES: &[Case] = &[
     case!("loadbalancer/address-stable-across-port-change", [LoadBalancers], loadbalancer::address_stable_across_port_change),
     case!("loadbalancer/delete-isolated", [LoadBalancers], loadbalancer::delete_isolated),
     case!("loadbalancer/update-never-creates", [LoadBalancers], loadbalancer::update_never_creates),
+    // Fencing and cancellation.
+    case!("fencing/malformed-token-refused", [LoadBalancers], fencing::malformed_token_refused),
+    case!("fencing/cancelled-ensure-never-lands", [LoadBalancers], fencing::cancelled_ensure_never_lands),
     // Routes.
     case!("routes/create-idempotent", [Routes], routes::create_idempotent),
     case!("routes/list-contains-once", [Routes], routes::list_contains_once),

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::error::invalid_answer;
 use super::rpcs::{ServiceClient, Unary};
-use super::{ClientError, ProviderClient};
+use super::{ClientError, MutationGate, ProviderClient};
 use crate::error::{ProviderError, reason_str};
 use crate::proto::{self, Capability};
 use crate::validate::Checked;
@@ -95,6 +95,7 @@ impl ProviderClient {
             // Boxed: the handshake itself goes through `call`.
             Box::pin(self.require(capability)).await?;
         }
+        let mutation = rpc.mutation_key.is_some();
         let _one_at_a_time = match rpc.mutation_key {
             Some(key) => {
                 let held = self.mutations.lock(key).await;
@@ -103,8 +104,18 @@ impl ProviderClient {
             }
             None => None,
         };
+        let gate = self.opts.mutation_gate.clone().filter(|_| mutation);
         let request_id = self.next_request_id();
-        let request = self.request(message, rpc.deadline, &request_id);
+        let mut request = self.request(message, rpc.deadline, &request_id);
+        if let Some(token) = gate.as_ref().and_then(|g| g.fencing_token()) {
+            // Holder identities are free-form; one that is not a valid
+            // header value goes without a token rather than not at all.
+            if let Ok(v) = token.to_string().parse() {
+                request
+                    .metadata_mut()
+                    .insert(proto::FENCING_TOKEN_METADATA, v);
+            }
+        }
         let client = Req::Client::limited(self.channel.clone(), self.opts.max_message_bytes);
         // Identity calls (Probe among them) take no slot: a health check
         // never waits behind reads and mutations.
@@ -140,7 +151,22 @@ impl ProviderClient {
                 Ok(answer) => answer,
             }
         };
-        let response = self.observed(Req::METHOD, &request_id, bounded).await?;
+        // A mutation in flight when leadership is lost is cancelled: the
+        // provider's handler is dropped with the stream.
+        let revoked = match &gate {
+            Some(g) => g.revoked(),
+            None => Box::pin(std::future::pending()),
+        };
+        let fenced = async move {
+            tokio::select! {
+                answer = bounded => answer,
+                () = revoked => Err(Status::cancelled("leadership lost: the mutation was abandoned")),
+            }
+        };
+        let response = match self.observed(Req::METHOD, &request_id, fenced).await {
+            Ok(response) => response,
+            Err(e) => return Err(fenced_failure(Req::METHOD, gate.as_deref(), e)),
+        };
         answer(response).map_err(invalid_answer(Req::METHOD))
     }
 
@@ -222,6 +248,27 @@ impl ProviderClient {
     }
 }
 
+/// What a failed mutation means to leader election: a NOT_LEADER answer is
+/// reported to the gate, and a call cancelled because the gate closed is
+/// [`ClientError::Refused`], as if it had never been sent.
+fn fenced_failure(
+    method: &'static str,
+    gate: Option<&dyn MutationGate>,
+    e: ClientError,
+) -> ClientError {
+    let Some(gate) = gate else { return e };
+    if let Some(newest) = e.provider_error().and_then(|p| p.newest_leader()) {
+        gate.superseded(newest);
+    }
+    let cancelled = e
+        .provider_error()
+        .is_some_and(|p| p.code() == tonic::Code::Cancelled);
+    if cancelled && !gate.allows_mutations() {
+        return ClientError::Refused { method };
+    }
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -230,7 +277,8 @@ mod tests {
     use tonic::transport::Channel;
 
     use super::*;
-    use crate::client::{CallObserver, ClientOptions, MutationGate};
+    use crate::FencingToken;
+    use crate::client::{CallObserver, ClientOptions};
 
     /// A client whose calls never reach a provider: [`Echo`] answers in
     /// place of one, from what the request carries.
@@ -391,6 +439,123 @@ mod tests {
         // Reads do not ask the gate.
         request_id_sent(&c).await;
         assert_eq!(*recorder.0.lock(), ["started Echo", "observe Echo Ok"]);
+    }
+
+    /// A leader's gate: open until `revoke`, with a token, recording what
+    /// a provider said about newer leaders.
+    struct Leader {
+        open: std::sync::atomic::AtomicBool,
+        revoked: tokio::sync::Notify,
+        superseded_by: Mutex<Vec<FencingToken>>,
+    }
+
+    impl Leader {
+        fn new() -> Arc<Leader> {
+            Arc::new(Leader {
+                open: true.into(),
+                revoked: tokio::sync::Notify::new(),
+                superseded_by: Mutex::default(),
+            })
+        }
+        fn revoke(&self) {
+            self.open.store(false, Ordering::SeqCst);
+            self.revoked.notify_waiters();
+        }
+    }
+
+    impl MutationGate for Arc<Leader> {
+        fn allows_mutations(&self) -> bool {
+            self.open.load(Ordering::SeqCst)
+        }
+        fn fencing_token(&self) -> Option<FencingToken> {
+            Some(FencingToken::new(4, "cp-1"))
+        }
+        fn revoked(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+            let me = self.clone();
+            Box::pin(async move { me.revoked.notified().await })
+        }
+        fn superseded(&self, newest: &FencingToken) {
+            self.superseded_by.lock().push(newest.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn mutations_carry_the_fencing_token_and_reads_do_not() {
+        let leader = Leader::new();
+        let c = client(ClientOptions {
+            mutation_gate: Some(Arc::new(leader.clone())),
+            ..Default::default()
+        });
+        let header = proto::FENCING_TOKEN_METADATA;
+        let sent = c.call(Rpc::mutation("k".into()), echo(header), Ok).await;
+        assert_eq!(sent.unwrap(), "4:cp-1");
+        let read = tokio::spawn(async move { c.call(Rpc::read(), echo(header), Ok).await });
+        assert!(
+            read.await.is_err(),
+            "a read carries no token (Echo panics on a missing header)"
+        );
+    }
+
+    /// Never answers.
+    struct Hang;
+
+    impl Unary for Hang {
+        const METHOD: &'static str = "Hang";
+        type Client = Unconnected;
+        type Response = ();
+        async fn send(_: Unconnected, _: Request<Self>) -> Result<Response<()>, Status> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn losing_leadership_cancels_a_mutation_in_flight() {
+        let leader = Leader::new();
+        let c = client(ClientOptions {
+            mutation_gate: Some(Arc::new(leader.clone())),
+            ..Default::default()
+        });
+        let call = tokio::spawn(async move { c.call(Rpc::mutation("k".into()), Hang, Ok).await });
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        leader.revoke();
+        let err = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the call ends as soon as leadership is lost")
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(err, ClientError::Refused { method: "Hang" }),
+            "{err:?}"
+        );
+    }
+
+    /// Answers NOT_LEADER naming a newer leader.
+    struct NotLeader;
+
+    impl Unary for NotLeader {
+        const METHOD: &'static str = "NotLeader";
+        type Client = Unconnected;
+        type Response = ();
+        async fn send(_: Unconnected, _: Request<Self>) -> Result<Response<()>, Status> {
+            Err(ProviderError::not_leader(&FencingToken::new(9, "cp-2")).to_status())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_not_leader_answer_is_reported_to_the_gate() {
+        let leader = Leader::new();
+        let c = client(ClientOptions {
+            mutation_gate: Some(Arc::new(leader.clone())),
+            ..Default::default()
+        });
+        let err = c
+            .call(Rpc::mutation("k".into()), NotLeader, Ok)
+            .await
+            .unwrap_err();
+        let reason = err.provider_error().and_then(|p| p.reason());
+        assert_eq!(reason, Some(proto::ErrorReason::NotLeader));
+        assert_eq!(*leader.superseded_by.lock(), [FencingToken::new(9, "cp-2")]);
     }
 
     #[tokio::test]

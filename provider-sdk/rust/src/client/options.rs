@@ -2,10 +2,13 @@
 //! page size, and the two hooks the controller plugs in (an observer for
 //! metrics, a gate for leader election).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::MAX_MESSAGE_BYTES;
+use crate::fencing::FencingToken;
 
 /// Deadlines per RPC class.
 #[derive(Debug, Clone)]
@@ -65,9 +68,28 @@ pub trait CallObserver: Send + Sync {
     }
 }
 
-/// Decides whether mutations may be sent (see `ClientOptions::mutation_gate`).
+/// Decides whether mutations may be sent (see `ClientOptions::mutation_gate`)
+/// and who they are sent as: the controller's leader election.
 pub trait MutationGate: Send + Sync {
     fn allows_mutations(&self) -> bool;
+
+    /// The token every mutation carries in `x-ccm-fencing-token`, if any.
+    fn fencing_token(&self) -> Option<FencingToken> {
+        None
+    }
+
+    /// Completes when mutations stop being allowed. A mutation still in
+    /// flight then is cancelled: a deposed leader stops waiting for (and
+    /// the provider stops running) what it can no longer stand behind.
+    fn revoked(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        Box::pin(std::future::pending())
+    }
+
+    /// A provider refused a mutation as coming from an older term than
+    /// `newest` (NOT_LEADER).
+    fn superseded(&self, newest: &FencingToken) {
+        let _ = newest;
+    }
 }
 
 impl std::fmt::Debug for dyn MutationGate {

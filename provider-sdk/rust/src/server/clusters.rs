@@ -16,7 +16,7 @@ impl<T: Clusters> clusters_service_server::ClustersService for ClustersAdapter<T
         &self,
         req: Request<ListClustersRequest>,
     ) -> Result<Response<ListClustersResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let cluster_names = call("ListClusters", &ctx, self.0.list_clusters(ctx.clone())).await?;
         Ok(Response::new(ListClustersResponse { cluster_names }))
     }
@@ -25,7 +25,7 @@ impl<T: Clusters> clusters_service_server::ClustersService for ClustersAdapter<T
         &self,
         req: Request<MasterRequest>,
     ) -> Result<Response<MasterResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let cluster = cluster_name(&req.get_ref().cluster_name)?;
         let address = call("Master", &ctx, self.0.master(ctx.clone(), cluster)).await?;
         Ok(Response::new(MasterResponse { address }))

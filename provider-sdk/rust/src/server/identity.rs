@@ -43,7 +43,7 @@ impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I
     }
 
     async fn probe(&self, req: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let readiness = call("Probe", &ctx, self.identity.probe(ctx.clone())).await?;
         let (state, message) = match readiness {
             Readiness::Ready => (ProbeState::Ready, String::new()),

@@ -51,7 +51,7 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         &self,
         req: Request<InstanceExistsRequest>,
     ) -> Result<Response<InstanceExistsResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let node = self.node(&req.get_ref().node)?;
         let existence = match call(
             "InstanceExists",
@@ -72,7 +72,7 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         &self,
         req: Request<InstanceShutdownRequest>,
     ) -> Result<Response<InstanceShutdownResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let node = self.node(&req.get_ref().node)?;
         let state = match call(
             "InstanceShutdown",
@@ -93,7 +93,7 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         &self,
         req: Request<InstanceMetadataRequest>,
     ) -> Result<Response<InstanceMetadataResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let node = self.node(&req.get_ref().node)?;
         let metadata = call(
             "InstanceMetadata",

@@ -20,7 +20,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<GetLoadBalancerRequest>,
     ) -> Result<Response<GetLoadBalancerResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let status = call(
@@ -45,7 +45,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<GetLoadBalancerNameRequest>,
     ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let name = call(
@@ -67,7 +67,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<EnsureLoadBalancerRequest>,
     ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.into_inner();
         let (cluster, service) = target(&r.cluster_name, &r.service)?;
         validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
@@ -98,7 +98,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<UpdateLoadBalancerRequest>,
     ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.into_inner();
         let (cluster, service) = target(&r.cluster_name, &r.service)?;
         validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
@@ -127,7 +127,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<EnsureLoadBalancerDeletedRequest>,
     ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let (cluster, service) = target_ref(&r.cluster_name, &r.service)?;
         let warnings = call(
@@ -146,7 +146,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         &self,
         req: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         if !self.0.supports_listing() {
             return Err(
                 ProviderError::unimplemented("ListLoadBalancers is not supported").to_status(),

@@ -1,5 +1,5 @@
 //! What every adapter does with a request: read its context (request id,
-//! deadline), reject what the contract forbids naming the field, run the
+//! deadline, fencing token), reject what the contract forbids naming the field, run the
 //! provider inside a span, and turn errors into the contract's statuses.
 
 use std::future::Future;
@@ -10,12 +10,15 @@ use tonic::{Request, Status};
 use tracing::Instrument;
 
 use crate::error::ProviderError;
+use crate::fencing::FencingToken;
 use crate::proto;
-use crate::provider::CallContext;
+use crate::provider::{CallContext, Cancellation};
 use crate::validate::{self, Violation};
 
-/// The request id, deadline and span of one call.
-pub(super) fn context<T>(req: &Request<T>) -> CallContext {
+/// The request id, deadline and fencing token of one call; a malformed
+/// fencing token is refused (INVALID_ARGUMENT naming the metadata key), as
+/// a write whose sender cannot be told must not be applied.
+pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let request_id = req
         .metadata()
@@ -36,10 +39,25 @@ pub(super) fn context<T>(req: &Request<T>) -> CallContext {
         .and_then(|v| v.to_str().ok())
         .and_then(parse_grpc_timeout)
         .map(|d| Instant::now() + d);
-    CallContext {
+    let fencing_token = match req.metadata().get(proto::FENCING_TOKEN_METADATA) {
+        None => None,
+        Some(v) => {
+            let field = format!("metadata[{}]", proto::FENCING_TOKEN_METADATA);
+            let text = v.to_str().map_err(|_| {
+                ProviderError::invalid_request(&field, "not printable ASCII").to_status()
+            })?;
+            Some(
+                FencingToken::parse(text)
+                    .map_err(|e| ProviderError::invalid_request(&field, e).to_status())?,
+            )
+        }
+    };
+    Ok(CallContext {
         request_id,
         deadline,
-    }
+        fencing_token,
+        cancellation: Cancellation::default(),
+    })
 }
 
 /// Parses the `grpc-timeout` header: up to 8 digits and a unit.
@@ -71,13 +89,28 @@ where
     F: Future<Output = Result<T, ProviderError>>,
 {
     let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id);
+    // Dropped with this future when the caller gives up (tonic drops the
+    // handler on RST_STREAM and on its deadline): that is the cancellation.
+    let mut on_give_up = CancelOnDrop(Some(ctx.cancellation.clone()));
     let result = f.instrument(span.clone()).await;
+    on_give_up.0 = None;
     if let Err(e) = &result {
         span.in_scope(
             || tracing::debug!(code = ?e.code(), reason = ?e.reason(), error = %e, "call failed"),
         );
     }
     result.map_err(|e| e.to_status())
+}
+
+/// Cancels its [`Cancellation`] when dropped while still armed.
+struct CancelOnDrop(Option<Cancellation>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.cancel();
+        }
+    }
 }
 
 pub(super) fn cluster_name(v: &str) -> Result<String, Status> {

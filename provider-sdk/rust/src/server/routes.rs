@@ -19,7 +19,7 @@ impl<T: Routes> routes_service_server::RoutesService for RoutesAdapter<T> {
         &self,
         req: Request<ListRoutesRequest>,
     ) -> Result<Response<ListRoutesResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let cluster = cluster_name(&r.cluster_name)?;
         let all = call("ListRoutes", &ctx, self.0.list_routes(ctx.clone(), cluster)).await?;
@@ -40,7 +40,7 @@ impl<T: Routes> routes_service_server::RoutesService for RoutesAdapter<T> {
         &self,
         req: Request<CreateRouteRequest>,
     ) -> Result<Response<CreateRouteResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let cluster = cluster_name(&r.cluster_name)?;
         validate::name("name_hint", &r.name_hint).map_err(invalid_request)?;
@@ -67,7 +67,7 @@ impl<T: Routes> routes_service_server::RoutesService for RoutesAdapter<T> {
         &self,
         req: Request<DeleteRouteRequest>,
     ) -> Result<Response<DeleteRouteResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let r = req.get_ref();
         let cluster = cluster_name(&r.cluster_name)?;
         let route = validate::route("route", &r.route).map_err(invalid_request)?;

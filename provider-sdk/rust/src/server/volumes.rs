@@ -18,7 +18,7 @@ impl<T: Volumes> volumes_service_server::VolumesService for VolumesAdapter<T> {
         &self,
         req: Request<GetVolumeLabelsRequest>,
     ) -> Result<Response<GetVolumeLabelsResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let volume = validate::volume("volume", &req.get_ref().volume).map_err(invalid_request)?;
         let labels = call(
             "GetVolumeLabels",

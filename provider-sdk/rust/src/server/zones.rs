@@ -17,7 +17,7 @@ impl<T: Zones> zones_service_server::ZonesService for ZonesAdapter<T> {
         &self,
         req: Request<GetZoneByProviderIdRequest>,
     ) -> Result<Response<GetZoneByProviderIdResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let id = req.get_ref().provider_id.clone();
         validate::name("provider_id", &id).map_err(invalid_request)?;
         let zone = call(
@@ -35,7 +35,7 @@ impl<T: Zones> zones_service_server::ZonesService for ZonesAdapter<T> {
         &self,
         req: Request<GetZoneByNodeNameRequest>,
     ) -> Result<Response<GetZoneByNodeNameResponse>, Status> {
-        let ctx = context(&req);
+        let ctx = context(&req)?;
         let name = req.get_ref().node_name.clone();
         validate::name("node_name", &name).map_err(invalid_request)?;
         let zone = call(
