@@ -4,7 +4,8 @@
 //! `/healthz` has upstream's checks: `leaderElection` (with leader election
 //! on) and one per running controller, by canonical name; `/livez` is the
 //! same. `/readyz` (upstream has none) adds what serving needs: the node
-//! cache synced and the provider answering `Probe` with READY.
+//! cache synced and the provider answering `Probe` with READY within
+//! [`READYZ_PROBE_DEADLINE`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -19,6 +20,12 @@ use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 
 use super::leader::Fence;
+
+/// How long `/readyz` waits for the provider's `Probe`: a provider that
+/// cannot answer a health check in this time is not ready. Below the
+/// manifests' probe timeout (3 s) so the verdict, not a kubelet timeout,
+/// is what is seen; and a hung provider never holds the probe longer.
+pub const READYZ_PROBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the endpoints report on; shared with the running manager.
 pub struct Health {
@@ -136,7 +143,8 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
         "node-cache-synced".to_owned(),
         *h.node_cache_synced.borrow(),
     ));
-    let provider_ready = matches!(h.provider.probe().await, Ok(Readiness::Ready));
+    let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.probe()).await;
+    let provider_ready = matches!(probe, Ok(Ok(Readiness::Ready)));
     checks.push(("provider-ready".to_owned(), provider_ready));
     report(&checks, "readyz")
 }

@@ -13,32 +13,9 @@ use common::*;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 /// GET over plain HTTP/1.0 on loopback; the response, or why not.
-async fn get(port: u16, path: &str) -> Result<String, String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test]
 async fn controllers_follow_the_providers_capabilities() {
     let mut h = Harness::start(FakeConfig::default(), &["--controllers=*,-route"]).await;
@@ -73,7 +50,7 @@ async fn controllers_follow_the_providers_capabilities() {
         "--bind-address=127.0.0.1",
     ]);
     eventually("cloud-node running, service-lb not", || async {
-        let body = get(port, "/healthz").await?;
+        let body = admin_get(port, "/healthz").await?;
         if body.contains("[+] cloud-node-controller ok") && !body.contains("service-lb-controller")
         {
             Ok(())
@@ -126,7 +103,7 @@ async fn controllers_follow_the_providers_capabilities() {
         }
     })
     .await;
-    let metrics = get(port, "/metrics").await.unwrap();
+    let metrics = admin_get(port, "/metrics").await.unwrap();
     assert!(
         metrics.contains(
             r#"running_managed_controllers{name="service",manager="cloud-controller-manager"} 1"#
@@ -143,7 +120,7 @@ async fn controllers_follow_the_providers_capabilities() {
     .await;
     let (stop_partial, partial) = serve_instances_only(h.fake.clone(), h.endpoint.clone());
     eventually("service-lb stopped", || async {
-        let body = get(port, "/healthz").await?;
+        let body = admin_get(port, "/healthz").await?;
         if !body.contains("service-lb-controller") && body.contains("[+] cloud-node-controller ok")
         {
             Ok(())
@@ -152,7 +129,7 @@ async fn controllers_follow_the_providers_capabilities() {
         }
     })
     .await;
-    let metrics = get(port, "/metrics").await.unwrap();
+    let metrics = admin_get(port, "/metrics").await.unwrap();
     assert!(
         metrics.contains(
             r#"running_managed_controllers{name="service",manager="cloud-controller-manager"} 0"#

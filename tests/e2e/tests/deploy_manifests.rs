@@ -129,6 +129,12 @@ fn check_deployment(d: &Value) {
     let controller = &containers[0];
     assert_eq!(controller["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(controller["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let probe_timeout = controller["readinessProbe"]["timeoutSeconds"].as_u64();
+    let verdict_within = cloud_controller_manager::runtime::admin::READYZ_PROBE_DEADLINE;
+    assert!(
+        probe_timeout.is_some_and(|t| t > verdict_within.as_secs()),
+        "kubelet must wait longer than /readyz takes to decide: {probe_timeout:?}"
+    );
     let volume = &pod["volumes"][0];
     assert!(
         volume["emptyDir"].is_mapping(),

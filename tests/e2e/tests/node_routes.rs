@@ -230,3 +230,74 @@ async fn a_failed_create_is_reported_then_recovered() {
         .await;
     h.stop().await;
 }
+
+/// Issue 12, point 13: with default flags, 80 route creations that a hung
+/// provider never answers take every concurrency slot; then the provider
+/// stops answering anything (as a SIGSTOPped process). `/readyz` must
+/// still answer within its probe deadline (2 s), and say not ready;
+/// once the provider answers again, ready.
+#[tokio::test]
+async fn readyz_answers_in_time_while_a_hung_provider_holds_every_slot() {
+    let _serial = SERIAL.lock().await;
+    let mut h = harness().await;
+    h.stop_controller().await;
+    let port = free_port();
+    h.start_controller(&[&format!("--admin-port={port}"), "--bind-address=127.0.0.1"]);
+    eventually("the controller ready", || async {
+        let body = admin_get(port, "/readyz").await?;
+        body.starts_with("HTTP/1.0 200").then_some(()).ok_or(body)
+    })
+    .await;
+
+    let hang = std::time::Duration::from_secs(120);
+    h.fake.set_latency(Method::CreateRoute, hang);
+    let names: Vec<String> = (0..80).map(|i| unique_name(&format!("hung{i}"))).collect();
+    for (i, name) in names.iter().enumerate() {
+        let cidr = format!("10.244.{}.0/24", 100 + i);
+        h.node_with_cidrs(name, &[&cidr]).await;
+    }
+    eventually("64 CreateRoute calls in flight (every slot)", || async {
+        let body = admin_get(port, "/metrics").await?;
+        let in_flight: f64 = body
+            .lines()
+            .filter(|l| {
+                l.starts_with("ccm_provider_requests_in_flight") && l.contains("CreateRoute")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        (in_flight >= 64.0)
+            .then_some(())
+            .ok_or(format!("{in_flight} in flight"))
+    })
+    .await;
+    h.fake.set_latency(ccm_fake_provider::Target::All, hang);
+
+    let started = std::time::Instant::now();
+    let body = admin_get(port, "/readyz").await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < cloud_controller_manager::runtime::admin::READYZ_PROBE_DEADLINE
+            + std::time::Duration::from_millis(500),
+        "/readyz took {took:?}"
+    );
+    assert!(!body.starts_with("HTTP/1.0 200"), "{body}");
+    assert!(body.contains("provider-ready failed"), "{body}");
+    println!("/readyz with a hung provider and every slot taken: {took:?}");
+
+    h.fake.clear_faults();
+    eventually("ready again once the provider answers", || async {
+        let body = admin_get(port, "/readyz").await?;
+        body.starts_with("HTTP/1.0 200").then_some(()).ok_or(body)
+    })
+    .await;
+    h.stop().await;
+    let nodes: Api<Node> = Api::all(
+        ccm_testsupport::TestEnv::get()
+            .admin_client()
+            .await
+            .unwrap(),
+    );
+    for name in &names {
+        let _ = nodes.delete(name, &DeleteParams::default()).await;
+    }
+}

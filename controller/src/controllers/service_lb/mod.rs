@@ -647,6 +647,29 @@ fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Ac
 
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced, so no Service is ensured with a partial node set.
+/// How often the records of Services that vanished without a reconciled
+/// delete (finalizer removed by hand, deleted while we were down) are
+/// dropped when no orphan sweep does it.
+const TIDY_PERIOD: Duration = Duration::from_secs(300);
+
+/// Once the Service cache has synced, every `period`: drops the records of
+/// Services it no longer has, so they cannot pile up for the life of the
+/// process.
+async fn forget_vanished_periodically(
+    lb: Arc<Lb>,
+    services: reflector::Store<Service>,
+    mut synced: tokio::sync::watch::Receiver<bool>,
+    period: Duration,
+) {
+    if synced.wait_for(|s| *s).await.is_err() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(period).await;
+        lb.forget_vanished(&services.state());
+    }
+}
+
 pub async fn run(
     ctx: Arc<Context>,
     node_changes: tokio::sync::watch::Receiver<u64>,
@@ -675,7 +698,12 @@ pub async fn run(
             Some(period) => {
                 orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, period).await
             }
-            None => std::future::pending().await,
+            // Each sweep also forgets vanished Services; without sweeps
+            // that still has to happen.
+            None => {
+                forget_vanished_periodically(lb.clone(), store.clone(), synced_rx, TIDY_PERIOD)
+                    .await
+            }
         }
     };
     let controller = Controller::for_stream(services, store.clone())
@@ -701,6 +729,35 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_sweeps_the_records_of_vanished_services_are_still_dropped() {
+        let provider = fake_provider(FakeConfig::default());
+        let (client, _api) = accepting_api();
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(context(client, &provider, vec![]), resync);
+        lb.record("ns/gone");
+        let (store, _writer) = reflector::store::<Service>();
+        let (synced, synced_rx) = tokio::sync::watch::channel(false);
+        let tidy = tokio::spawn(forget_vanished_periodically(
+            lb.clone(),
+            store,
+            synced_rx,
+            TIDY_PERIOD,
+        ));
+        tokio::time::sleep(TIDY_PERIOD * 2).await;
+        assert!(
+            lb.has_record("ns/gone"),
+            "nothing is dropped before the cache synced"
+        );
+        synced.send_replace(true);
+        tokio::time::sleep(TIDY_PERIOD + Duration::from_secs(1)).await;
+        assert!(
+            !lb.has_record("ns/gone"),
+            "dropped once the cache says it is gone"
+        );
+        tidy.abort();
     }
 
     #[tokio::test]

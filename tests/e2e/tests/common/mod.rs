@@ -282,3 +282,28 @@ pub async fn events_in(admin: &Client, namespace: &str, name: &str, reason: &str
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
 }
+
+/// `GET path` on the controller's admin port: the whole HTTP/1.0 answer.
+pub async fn admin_get(port: u16, path: &str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
