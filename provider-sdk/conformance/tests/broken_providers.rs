@@ -58,7 +58,18 @@ impl RawCloud {
         if self.bugs.no_validation {
             return Ok(node.clone().unwrap_or_default());
         }
-        validate::node_ref("node", node).map_err(invalid)
+        let node = validate::node_ref("node", node).map_err(invalid)?;
+        let ours = node
+            .provider_id
+            .strip_prefix("raw://")
+            .is_some_and(|id| !id.is_empty());
+        if !node.provider_id.is_empty() && !ours {
+            return Err(invalid(validate::Violation {
+                field: "node.provider_id".into(),
+                problem: "not a providerID of this provider".into(),
+            }));
+        }
+        Ok(node)
     }
 
     fn known(node: &NodeRef) -> bool {
@@ -250,7 +261,10 @@ impl load_balancer_service_server::LoadBalancerService for RawCloud {
         req: Request<UpdateLoadBalancerRequest>,
     ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
         let r = req.get_ref();
-        self.key(&r.cluster_name, &r.service)?;
+        let key = self.key(&r.cluster_name, &r.service)?;
+        if !self.lbs.lock().unwrap().contains_key(&key) {
+            return Err(ProviderError::not_found("no such load balancer").to_status());
+        }
         Ok(Response::new(UpdateLoadBalancerResponse {
             result: Some(update_load_balancer_response::Result::Updated(
                 LoadBalancerUpdated {},
@@ -386,6 +400,7 @@ async fn accepting_missing_required_fields_fails() {
     common::assert_failed(
         &report,
         &[
+            "instances/foreign-provider-id-refused",
             "validation/instance-exists-without-node",
             "validation/instance-exists-empty-node-name",
             "validation/instance-metadata-without-node",

@@ -68,22 +68,29 @@ pub async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, ServeEr
     Ok(listener)
 }
 
-/// Refuses a socket that users other than the owner and group can reach:
-/// whoever can connect can drive the cloud, so the provider must create it
-/// 0600 or 0660 (the SDK does).
+/// Refuses a socket that users other than the owner and group can connect
+/// to: whoever can connect can drive the cloud. Connecting to a Unix socket
+/// takes write permission on it, so the rule is "no write bit for others"
+/// (0600, 0660, 0644 and 0755 pass; 0666 and 0602 do not). The SDKs create
+/// it 0600 (or 0660).
 #[cfg(feature = "client")]
 pub(crate) fn check_socket_permissions(path: &Path) -> std::io::Result<()> {
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
-    if mode & 0o007 != 0 {
+    if !socket_mode_is_private(mode) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "provider socket {} is reachable by other users (mode {mode:04o}); it must be 0600 or 0660",
+                "provider socket {} can be connected to by other users (mode {mode:04o}, writable by others); create it 0600 or 0660",
                 path.display()
             ),
         ));
     }
     Ok(())
+}
+
+/// True when only the owner and group can connect: no write bit for others.
+pub fn socket_mode_is_private(mode: u32) -> bool {
+    mode & 0o002 == 0
 }
 
 #[cfg(test)]

@@ -156,6 +156,13 @@ impl ProviderError {
     }
 
     /// A provider bug or an unexpected cloud answer (`INTERNAL`).
+    /// The resource the call operates on does not exist (`NOT_FOUND`, no
+    /// reason): UpdateLoadBalancer of a load balancer never ensured or
+    /// deleted out of band, Master of a cluster ListClusters does not know.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, None, message)
+    }
+
     /// A mutation from a deposed leader (`FAILED_PRECONDITION`): its
     /// fencing token is superseded by `newest`, the newest token seen for
     /// the cluster. The write must not have been applied.

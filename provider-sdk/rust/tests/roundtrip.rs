@@ -445,12 +445,18 @@ async fn client_refuses_a_socket_other_users_can_reach() {
         false,
     )
     .await;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let c = client(&path, ClientOptions::default());
-    let err = c.handshake().await.unwrap_err();
-    assert!(err.to_string().contains("0666"), "{err}");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
-    c.handshake().await.unwrap();
+    for refused in [0o666, 0o602, 0o777] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(refused)).unwrap();
+        let c = client(&path, ClientOptions::default());
+        let err = c.handshake().await.unwrap_err();
+        assert!(err.to_string().contains(&format!("{refused:04o}")), "{err}");
+    }
+    // Others without write permission cannot connect: nothing to refuse.
+    for accepted in [0o600, 0o660, 0o644, 0o755] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(accepted)).unwrap();
+        let c = client(&path, ClientOptions::default());
+        c.handshake().await.unwrap();
+    }
     server.stop().await;
 }
 

@@ -930,7 +930,7 @@ impl State {
             return Ok(LbAnswer::implemented_elsewhere(message));
         }
         let lb = self.lbs.get_mut(&key(cluster, &service.uid)).ok_or_else(|| {
-            ProviderError::internal(format!(
+            ProviderError::not_found(format!(
                 "load balancer {} for service {}/{} does not exist; EnsureLoadBalancer creates it",
                 cluster_scoped_load_balancer_name(cluster, &service.uid),
                 service.namespace,

@@ -185,7 +185,7 @@ async fn load_balancer_lifecycle() {
         .update_load_balancer("k", svc.clone(), vec![])
         .await
         .unwrap_err();
-    assert_eq!(err.provider_error().unwrap().code(), tonic::Code::Internal);
+    assert_eq!(err.provider_error().unwrap().code(), tonic::Code::NotFound);
     assert!(
         !r.fake
             .dump()

@@ -265,6 +265,23 @@ pub(super) async fn authority_arbitrary(cx: &Ctx) -> CaseResult {
     with_authority(cx, "ccm-provider.example:8443").await
 }
 
+/// The controller refuses a socket others can connect to (write bit for
+/// others): a provider that creates one would pass everything else and
+/// still never be used.
+pub(super) async fn socket_private(cx: &Ctx) -> CaseResult {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(&cx.path) {
+        Ok(m) => m.permissions().mode() & 0o777,
+        Err(e) => fail!("stat {}: {e}", cx.path.display()),
+    };
+    check!(
+        ccm_provider_sdk::endpoint::socket_mode_is_private(mode),
+        "socket {} has mode {mode:04o}: other users can connect (write bit for others), and the controller refuses it; create it 0600 (or 0660 to share with a group)",
+        cx.path.display()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,12 +2,12 @@
 
 use ccm_provider_sdk::proto::{
     ErrorReason, InstanceExistence, InstanceExistsRequest, InstanceMetadataRequest,
-    InstanceShutdownRequest, InstanceShutdownState,
+    InstanceShutdownRequest, InstanceShutdownState, NodeRef,
 };
 use ccm_provider_sdk::validate;
 use tonic::Code;
 
-use crate::ctx::{CaseResult, Ctx, Reasons, check, expect_error, fail, ok, once};
+use crate::ctx::{CaseResult, Ctx, INVALID_REASONS, Reasons, check, expect_error, fail, ok, once};
 
 const NOT_FOUND: Reasons<'static> = Reasons::Required(&[ErrorReason::InstanceNotFound]);
 
@@ -126,4 +126,47 @@ pub(super) async fn metadata_missing_node(cx: &Ctx) -> CaseResult {
         &[Code::NotFound],
         NOT_FOUND,
     )
+}
+
+/// A Node whose providerID has another scheme, or is not a providerID, is
+/// not this provider's to judge: INVALID_ARGUMENT (INVALID_REQUEST, field
+/// node.provider_id), never NOT_EXISTS (the controller deletes Nodes on
+/// NOT_EXISTS) and never NOT_FOUND (the controller would take the instance
+/// for gone).
+pub(super) async fn foreign_provider_id_refused(cx: &Ctx) -> CaseResult {
+    let other = format!("{}-other", cx.info.provider_id_scheme);
+    for provider_id in [
+        format!("{other}:///zone-a/i-0123"),
+        "not-a-provider-id".to_owned(),
+        format!("{}://", cx.info.provider_id_scheme),
+    ] {
+        let node = NodeRef {
+            name: format!("conformance-foreign-{}", cx.run_id),
+            provider_id: provider_id.clone(),
+            ..Default::default()
+        };
+        let r = once!(
+            cx,
+            instances.instance_exists(InstanceExistsRequest {
+                node: Some(node.clone())
+            })
+        );
+        expect_error(
+            &format!("InstanceExists(providerID {provider_id:?})"),
+            r,
+            &[Code::InvalidArgument],
+            INVALID_REASONS,
+        )?;
+        let r = once!(
+            cx,
+            instances.instance_shutdown(InstanceShutdownRequest { node: Some(node) })
+        );
+        expect_error(
+            &format!("InstanceShutdown(providerID {provider_id:?})"),
+            r,
+            &[Code::InvalidArgument],
+            INVALID_REASONS,
+        )?;
+    }
+    Ok(())
 }

@@ -423,12 +423,14 @@ pub(super) async fn delete_isolated(cx: &Ctx) -> CaseResult {
     delete_confirmed(cx, &b).await
 }
 
-/// UpdateLoadBalancer only touches backends: it never creates a load
-/// balancer (an error or "updated" are both acceptable answers).
+/// UpdateLoadBalancer only touches backends: of a load balancer that does
+/// not exist it never creates one, and never says it updated it (the
+/// controller learns from the error that it must ensure it again);
+/// NOT_FOUND is the expected answer, ImplementedElsewhere is allowed.
 pub(super) async fn update_never_creates(cx: &Ctx) -> CaseResult {
     let s = cx.service("update-missing");
     cx.track_service(&s);
-    let _ = rpc!(
+    let answer = rpc!(
         cx,
         lb.update_load_balancer(UpdateLoadBalancerRequest {
             cluster_name: cx.cluster.clone(),
@@ -436,6 +438,15 @@ pub(super) async fn update_never_creates(cx: &Ctx) -> CaseResult {
             nodes: cx.nodes(0..2),
         })
     );
+    if let Ok(r) = &answer {
+        check!(
+            !matches!(
+                r.result,
+                Some(update_load_balancer_response::Result::Updated(_))
+            ),
+            "UpdateLoadBalancer of a load balancer that does not exist: expected an error (NOT_FOUND), got Updated"
+        );
+    }
     expect_not_exists(
         cx,
         &s,

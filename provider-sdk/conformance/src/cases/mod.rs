@@ -57,6 +57,7 @@ pub static CASES: &[Case] = &[
     case!("identity/probe-state-specified", [], identity::probe_state_specified),
     case!("identity/health-serving", [], identity::health_serving),
     case!("identity/unadvertised-services-unimplemented", [], identity::unadvertised_unimplemented),
+    case!("transport/socket-private", [], identity::socket_private),
     case!("transport/authority-localhost", [], identity::authority_localhost),
     case!("transport/authority-arbitrary", [], identity::authority_arbitrary),
     // Instances.
@@ -66,6 +67,7 @@ pub static CASES: &[Case] = &[
     case!("instances/metadata-known-node", [Instances], instances::metadata_known_node),
     case!("instances/shutdown-missing-node", [Instances], instances::shutdown_missing_node),
     case!("instances/metadata-missing-node", [Instances], instances::metadata_missing_node),
+    case!("instances/foreign-provider-id-refused", [Instances], instances::foreign_provider_id_refused),
     // Request validation.
     case!("validation/instance-exists-without-node", [Instances], validation::instance_exists_without_node),
     case!("validation/instance-exists-empty-node-name", [Instances], validation::instance_exists_empty_node_name),
