@@ -120,10 +120,13 @@ impl LoadBalancers for Tiny {
     async fn update_load_balancer(
         &self,
         _: CallContext,
-        _: String,
-        _: Service,
+        cluster: String,
+        s: Service,
         _: Vec<NodeRef>,
     ) -> ProviderResult<LbAnswer<()>> {
+        if !self.lbs.lock().unwrap().contains_key(&(cluster, s.uid)) {
+            return Err(ProviderError::not_found("no such load balancer"));
+        }
         Ok(LbAnswer::done(()))
     }
 
@@ -254,7 +257,10 @@ impl Clusters for Tiny {
         Ok(vec!["tiny-cluster".into()])
     }
 
-    async fn master(&self, _: CallContext, _: String) -> ProviderResult<String> {
+    async fn master(&self, _: CallContext, cluster: String) -> ProviderResult<String> {
+        if cluster != "tiny-cluster" {
+            return Err(ProviderError::not_found(format!("no cluster {cluster}")));
+        }
         Ok("10.0.0.100".into())
     }
 }
@@ -337,11 +343,12 @@ async fn filters_and_known_node_option() {
             "instances/exists-known-node",
             "instances/shutdown-known-node",
             "instances/metadata-known-node",
+            "instances/foreign-provider-id-refused",
         ]
     );
     // An explicit --node that does not exist fails rather than skips.
     assert_eq!(report.failed(), 3, "{:?}", report.results);
-    assert_eq!(report.summary_line(), "0 passed, 3 failed, 0 skipped");
+    assert_eq!(report.summary_line(), "1 passed, 3 failed, 0 skipped");
     served.stop().await;
 }
 

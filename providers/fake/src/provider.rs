@@ -9,8 +9,8 @@ use ccm_provider_sdk::proto::{
 };
 use ccm_provider_sdk::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
-    LoadBalancers, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState, Volumes, Zones,
-    cluster_scoped_load_balancer_name,
+    LoadBalancers, ProviderError, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState,
+    Volumes, Zones, cluster_scoped_load_balancer_name,
 };
 
 use crate::state::{ANNOTATION_PREFIX, KNOWN_ANNOTATIONS, PROVIDER_ID_SCHEME};
@@ -258,10 +258,19 @@ impl Clusters for FakeCloud {
         .await
     }
 
-    /// The fake's "control plane" is always local.
-    async fn master(&self, ctx: CallContext, _cluster_name: String) -> ProviderResult<String> {
-        self.call(Method::Master, &ctx, |_| Ok("127.0.0.1".to_owned()))
-            .await
+    /// The fake's "control plane" is always local; clusters it does not
+    /// list have none.
+    async fn master(&self, ctx: CallContext, cluster_name: String) -> ProviderResult<String> {
+        self.call(Method::Master, &ctx, |s| {
+            if s.config.cluster_names.contains(&cluster_name) {
+                Ok("127.0.0.1".to_owned())
+            } else {
+                Err(ProviderError::not_found(format!(
+                    "the fake cloud has no cluster {cluster_name:?}"
+                )))
+            }
+        })
+        .await
     }
 }
 

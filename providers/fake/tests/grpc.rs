@@ -37,6 +37,11 @@ async fn handshake_advertises_every_service() {
     assert_eq!(h.annotations.known_keys.len(), 2);
     assert_eq!(r.client.list_clusters().await.unwrap(), ["a", "b"]);
     assert_eq!(r.client.master("a").await.unwrap(), "127.0.0.1");
+    let unknown = r.client.master("c").await.unwrap_err();
+    assert_eq!(
+        unknown.provider_error().unwrap().code(),
+        tonic::Code::NotFound
+    );
     r.stop().await;
 }
 

@@ -113,6 +113,7 @@ pub static CASES: &[Case] = &[
     case!("validation/volume-labels-without-volume", [VolumeLabels], other::volume_labels_without_volume),
     case!("clusters/list-valid", [Clusters], other::list_clusters_valid),
     case!("clusters/master-valid", [Clusters], other::master_valid),
+    case!("clusters/master-unknown-not-found", [Clusters], other::master_unknown_not_found),
 ];
 
 pub(crate) async fn run_case(cx: &Ctx, case: &Case) -> Outcome {

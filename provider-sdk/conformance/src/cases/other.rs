@@ -107,6 +107,28 @@ pub(super) async fn master_valid(cx: &Ctx) -> CaseResult {
     Ok(())
 }
 
+/// Master of a cluster ListClusters does not list: NOT_FOUND, no address
+/// made up.
+pub(super) async fn master_unknown_not_found(cx: &Ctx) -> CaseResult {
+    let unknown = format!("conformance-unknown-{}", cx.run_id);
+    let names = list_clusters(cx).await?;
+    if names.contains(&unknown) {
+        return Err(Verdict::Skip(format!("ListClusters lists {unknown}")));
+    }
+    let r = once!(
+        cx,
+        clusters.master(MasterRequest {
+            cluster_name: unknown.clone(),
+        })
+    );
+    expect_error(
+        &format!("Master({unknown}) of a cluster ListClusters does not list"),
+        r,
+        &[Code::NotFound],
+        Reasons::IfPresent(&[]),
+    )
+}
+
 /// A synthetic PersistentVolume the provider has never seen.
 pub(super) fn volume(cx: &Ctx) -> Volume {
     Volume {
