@@ -116,7 +116,8 @@ fn render(set: &FileDescriptorSet) -> String {
          Generated from the comments in `proto/ccmrs/cloudprovider/v1/*.proto` by\n\
          `proto/tests/contract_doc.rs`; do not edit by hand. The conventions\n\
          (REQUIRED/OPTIONAL, zero values, limits, request ids) are in the header\n\
-         of `types.proto`; errors in `errors.proto`.\n\n",
+         of `types.proto`; errors in `errors.proto`. The narrative specification,\n\
+         with an error table per RPC, is [spec.md](spec.md).\n\n",
     );
     let mut files: Vec<&FileDescriptorProto> = set
         .file

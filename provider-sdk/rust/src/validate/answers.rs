@@ -10,6 +10,10 @@ use crate::proto::InstanceMetadata;
 /// it is only needed for a Node that has none, which the controller checks),
 /// label-safe values (instance type, zone and region become labels on the
 /// Node), parseable addresses, valid extra labels.
+#[cfg_attr(
+    not(any(feature = "client", feature = "server")),
+    allow(dead_code, reason = "used by the client and the server only")
+)]
 pub(crate) fn instance_metadata(m: &InstanceMetadata) -> Checked {
     if !m.provider_id.is_empty() {
         provider_id("metadata.provider_id", &m.provider_id)?;
