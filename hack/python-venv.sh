@@ -8,7 +8,7 @@
 # tested is the one imported (the venv's editable install may point at
 # another checkout that created it).
 #
-# Cold: about a minute (downloads ~60 MB of wheels from PyPI). Warm: instant.
+# Cold: about 20-30 s (downloads ~60 MB of wheels from PyPI). Warm: instant.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +30,7 @@ mkdir -p "$base"
 exec 9>"$base/$key.lock"
 flock 9
 if [[ ! -e $venv/.complete ]]; then
-  echo "python-venv: creating $venv (cold: about a minute)" >&2
+  echo "python-venv: creating $venv (cold: about 30 s)" >&2
   start=$(date +%s)
   rm -rf "$venv"
   "$python" -m venv "$venv"

@@ -534,6 +534,13 @@ def test_listings_are_paginated(ch: grpc.Channel) -> None:
     assert page.next_page_token
 
 
+def test_a_listing_with_an_entry_twice_is_refused(ch: grpc.Channel, cloud: Cloud) -> None:
+    cloud.routes.append(pb.Route(target_node="m", destination_cidr="10.0.3.0/24"))
+    routes = routes_pb2_grpc.RoutesServiceStub(ch)
+    e = error(routes.ListRoutes, pb.ListRoutesRequest(cluster_name="c"))
+    assert e.code == grpc.StatusCode.INTERNAL and "10.0.3.0/24" in e.message
+
+
 def test_messages_over_4_mib_pass_both_ways(ch: grpc.Channel) -> None:
     lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
     nodes = [

@@ -222,6 +222,15 @@ def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
     return value  # type: ignore[return-value]
 
 
+def _unique(keys: list[str], what: str) -> None:
+    """A listing names each entry once: pagination relies on it."""
+    seen: set[str] = set()
+    for k in keys:
+        if k in seen:
+            raise ProviderError.internal(f"provider listed {what} {k!r} more than once")
+        seen.add(k)
+
+
 def _cluster_name(value: str) -> str:
     validate.name("cluster_name", value)
     return value
@@ -439,6 +448,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
                 validate.name(f"load_balancers[{i}].service_uid", e.service_uid)
             except Violation as v:
                 raise _bad_answer("an invalid listing", v) from None
+        _unique([e.service_uid for e in entries], "the load balancer of Service uid")
         page, token = paginate.page(
             entries, lambda e: e.service_uid, request.page_size, request.page_token
         )
@@ -461,6 +471,7 @@ class _RoutesAdapter(routes_pb2_grpc.RoutesServiceServicer):
         routes = list(await self._rt.call(ctx, self._impl.list_routes, cluster))
         for r in routes:
             _expect(r, routes_pb2.Route, "a ListRoutes entry")
+        _unique([r.destination_cidr for r in routes], "a route for")
         page, token = paginate.page(
             routes, lambda r: r.destination_cidr, request.page_size, request.page_token
         )
@@ -601,6 +612,7 @@ class ProviderServer:
         self._rt = _Runtime(max_workers)
         self._capabilities: list[int] = []
         self._services: list[tuple[str, Callable[[grpc.aio.Server], None]]] = []
+        self._served = False
 
     def _add(self, name: str, register: Callable[[grpc.aio.Server], None], *caps: int) -> None:
         if any(n == name for n, _ in self._services):
@@ -686,6 +698,9 @@ class ProviderServer:
         """Serves on ``endpoint`` until ``stop`` is set (forever if None),
         then stops taking calls, waits up to ``grace`` for those in flight,
         and removes the socket. ``started`` is called once calls are taken."""
+        if self._served:
+            raise RuntimeError("a ProviderServer serves once; build another one")
+        self._served = True
         path = _endpoint.socket_path(endpoint)
         _endpoint.clear_stale_socket(path)
         server = grpc.aio.server(
