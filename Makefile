@@ -9,7 +9,7 @@ GO_ENV := GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 
 .PHONY: help
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
 
 .PHONY: testenv-bin
 testenv-bin: ## Build (or reuse from cache) the test kube-apiserver and kubectl.
@@ -41,12 +41,23 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, then the demo.
 	$(CARGO) test --workspace --locked --no-fail-fast
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory python-sdk
+	$(MAKE) --no-print-directory conformance-python
 	$(MAKE) --no-print-directory demo
 
 .PHONY: conformance
 conformance: ## The provider-conformance CLI against the fake-provider binary.
 	$(CARGO) build --locked -p ccm-fake-provider -p ccm-provider-conformance
 	hack/conformance.sh
+
+.PHONY: python-sdk
+python-sdk: ## Python provider SDK: stubs up to date, ruff check + format, pytest (cached venv).
+	hack/python-sdk.sh
+
+.PHONY: conformance-python
+conformance-python: ## The provider-conformance CLI against the Python example provider.
+	$(CARGO) build --locked -p ccm-provider-conformance
+	hack/conformance-python.sh
 
 .PHONY: bench
 bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services.

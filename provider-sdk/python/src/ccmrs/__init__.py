@@ -1,0 +1,1 @@
+"""ccm-rs generated code (see ccmrs.cloudprovider.v1)."""

@@ -1,0 +1,140 @@
+from collections.abc import Callable
+
+import pytest
+
+from ccmrs_provider import Violation, pb, validate
+from ccmrs_provider.validate import MAX_ANNOTATIONS_BYTES
+
+
+def service() -> pb.Service:
+    return pb.Service(
+        namespace="default",
+        name="web",
+        uid="0b7d8a43-3c8e-4d1b-9d55-9e7d2f2c1a11",
+        ports=[pb.ServicePort(protocol=pb.PROTOCOL_TCP, port=80, node_port=30080)],
+        external_traffic_policy=pb.TRAFFIC_POLICY_CLUSTER,
+        session_affinity=pb.SESSION_AFFINITY_NONE,
+    )
+
+
+def test_a_complete_service_passes() -> None:
+    validate.service("service", service())
+
+
+def _set(attr: str, value: object) -> Callable[[pb.Service], None]:
+    return lambda s: setattr(s, attr, value)
+
+
+BREAKERS: list[tuple[str, Callable[[pb.Service], None]]] = [
+    ("service.uid", _set("uid", "")),
+    ("service.ports", lambda s: s.ClearField("ports")),
+    ("service.ports[0].protocol", lambda s: setattr(s.ports[0], "protocol", 0)),
+    ("service.ports[0].protocol", lambda s: setattr(s.ports[0], "protocol", 99)),
+    ("service.ports[0].port", lambda s: setattr(s.ports[0], "port", 70000)),
+    ("service.ports[0].node_port", lambda s: setattr(s.ports[0], "node_port", -1)),
+    (
+        "service.load_balancer_source_ranges[0]",
+        lambda s: s.load_balancer_source_ranges.append("10.0.0.0/33"),
+    ),
+    ("service.external_traffic_policy", _set("external_traffic_policy", 0)),
+    ("service.internal_traffic_policy", _set("internal_traffic_policy", 7)),
+    ("service.session_affinity", _set("session_affinity", 0)),
+    ("service.ip_families[0]", lambda s: s.ip_families.append(0)),
+    ("service.load_balancer_ip", _set("load_balancer_ip", "1.2.3")),
+    ("service.cluster_ips[0]", lambda s: s.cluster_ips.append("x")),
+    ("service.annotations", lambda s: s.annotations.update(big="x" * MAX_ANNOTATIONS_BYTES)),
+    ("service.labels[k]", lambda s: s.labels.update(k="v" * 64)),
+    ("service.status.ingress[0]", lambda s: s.status.ingress.add()),
+]
+
+
+@pytest.mark.parametrize(("field", "breaker"), BREAKERS, ids=[f for f, _ in BREAKERS])
+def test_each_broken_service_field_is_named(
+    field: str, breaker: Callable[[pb.Service], None]
+) -> None:
+    s = service()
+    breaker(s)
+    with pytest.raises(Violation) as e:
+        validate.service("service", s)
+    assert e.value.field == field
+
+
+def test_reads_need_no_ports_and_every_check_needs_a_service() -> None:
+    s = service()
+    s.ClearField("ports")
+    validate.service_ref("service", s)
+    with pytest.raises(Violation) as e:
+        validate.service_ref("service", None)
+    assert e.value.field == "service"
+
+
+def test_node_addresses_of_ip_types_must_parse() -> None:
+    bad = pb.NodeAddress(type=pb.NODE_ADDRESS_TYPE_INTERNAL_IP, address="not-an-ip")
+    with pytest.raises(Violation) as e:
+        validate.node_address("a", bad)
+    assert e.value.field == "a.address"
+    validate.node_address("a", pb.NodeAddress(type=pb.NODE_ADDRESS_TYPE_HOSTNAME, address="node-1"))
+    with pytest.raises(Violation) as e:
+        validate.node_ref("node", pb.NodeRef(name="n", addresses=[pb.NodeAddress(address="x")]))
+    assert e.value.field == "node.addresses[0].type"
+
+
+def test_label_syntax_is_kubernetes_syntax() -> None:
+    for ok in ["a", "example.com/rack", "team_1.x-y", "k8s.io/x"]:
+        validate.label_key("f", ok)
+    for bad in ["", "-a", "a-", "Example.com/x", "a/b/c", "/x", "x/", "has space"]:
+        with pytest.raises(Violation):
+            validate.label_key("f", bad)
+    validate.label_value("f", "")
+    validate.label_value("f", "zone-a_1.b")
+    for bad in ["-x", "x y", "x/y", "v" * 64]:
+        with pytest.raises(Violation):
+            validate.label_value("f", bad)
+
+
+def test_provider_ids_cidrs_and_ips() -> None:
+    validate.provider_id("f", "fake://i-1")
+    for bad in ["", "i-1", "://x", "fake://", "fake://a b"]:
+        with pytest.raises(Violation):
+            validate.provider_id("f", bad)
+    validate.cidr("f", "10.0.0.0/8")
+    validate.cidr("f", "fd00::/64")
+    for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8"]:
+        with pytest.raises(Violation):
+            validate.cidr("f", bad)
+    validate.ip("f", "::1")
+    for bad in ["256.0.0.1", "fe80::1%eth0", "010.0.0.1"]:
+        with pytest.raises(Violation):
+            validate.ip("f", bad)
+
+
+def test_load_balancer_status_answers() -> None:
+    ok = pb.LoadBalancerStatus(
+        ingress=[
+            pb.LoadBalancerIngress(ip="192.0.2.1"),
+            pb.LoadBalancerIngress(hostname="lb.example.com"),
+        ]
+    )
+    validate.load_balancer_status("status", ok)
+    cases = {
+        "status.ingress[0].ip": pb.LoadBalancerIngress(ip="nope"),
+        "status.ingress[0].hostname": pb.LoadBalancerIngress(hostname="10.0.0.1"),
+        "status.ingress[0].ip_mode": pb.LoadBalancerIngress(ip="10.0.0.1", ip_mode=9),
+        "status.ingress[0].ports[0].protocol": pb.LoadBalancerIngress(
+            ip="10.0.0.1", ports=[pb.PortStatus(port=80)]
+        ),
+    }
+    for field, ingress in cases.items():
+        with pytest.raises(Violation) as e:
+            validate.load_balancer_status("status", pb.LoadBalancerStatus(ingress=[ingress]))
+        assert e.value.field == field
+
+
+def test_routes_and_volumes() -> None:
+    validate.route("route", pb.Route(destination_cidr="10.0.0.0/24", blackhole=True))
+    with pytest.raises(Violation) as e:
+        validate.route("route", pb.Route(destination_cidr="10.0.0.0/24"))
+    assert e.value.field == "route.target_node"
+    with pytest.raises(Violation) as e:
+        validate.volume("volume", pb.Volume(name="pv", driver="d"))
+    assert e.value.field == "volume.volume_id"
