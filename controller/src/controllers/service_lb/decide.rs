@@ -620,9 +620,14 @@ pub fn unknown_annotations(
         .filter(|k| schema.prefixes.iter().any(|p| k.starts_with(p.as_str())))
         .filter(|k| !schema.known_keys.contains(k))
         .map(|k| {
+            let chars = k.chars().count();
             let closest = schema
                 .known_keys
                 .iter()
+                // The length difference is a lower bound of the distance:
+                // keys too long or short to be close are never compared, so
+                // a provider's huge known key costs no k x n table.
+                .filter(|known| chars.abs_diff(known.chars().count()) <= (known.len() / 4).max(2))
                 .map(|known| (edit_distance(k, known), known))
                 .min()
                 .filter(|(d, known)| *d <= (known.len() / 4).max(2))
@@ -1021,6 +1026,27 @@ mod tests {
             ]
         );
         assert_eq!(edit_distance("health-check-paht", "health-check-path"), 1);
+    }
+
+    /// Found by review while writing the properties: the schema is the
+    /// provider's, unchecked, and each unknown annotation built a table of
+    /// its key's length times each known key's: gigabytes for a known key
+    /// of a few megabytes.
+    #[test]
+    fn huge_known_keys_are_never_compared() {
+        let schema = proto::AnnotationSchema {
+            prefixes: vec!["lb.example.com/".into()],
+            known_keys: vec![format!("lb.example.com/{}", "x".repeat(1_000_000))],
+        };
+        let mut s = lb_service();
+        s.metadata.annotations =
+            Some([("lb.example.com/intrenal".to_owned(), "x".to_owned())].into());
+        let started = std::time::Instant::now();
+        assert_eq!(
+            unknown_annotations(&s, &schema),
+            vec![("lb.example.com/intrenal".to_owned(), None)]
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]
