@@ -101,3 +101,59 @@ pub fn parse_cluster_cidrs(flag: &str) -> Result<Vec<Cidr>, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arb;
+
+    proptest! {
+        /// Accepted input is an address and a decimal prefix; the value
+        /// prints as its network, which parses back to itself.
+        #[test]
+        fn accepted_cidrs_round_trip(s in prop_oneof![arb::cidr_text(), arb::text()]) {
+            if let Some(c) = Cidr::parse(&s) {
+                let shown = c.to_string();
+                prop_assert_eq!(Cidr::parse(&shown), Some(c));
+                prop_assert_eq!(Cidr::parse(&shown).unwrap().to_string(), shown.clone());
+                let (addr, len) = s.split_once('/').unwrap();
+                prop_assert_eq!(len, c.len.to_string(), "prefix written canonically");
+                let ip: IpAddr = addr.parse().unwrap();
+                prop_assert_eq!(ip.is_ipv6(), c.is_v6());
+                // What the route controller sends, the SDK accepts.
+                prop_assert!(ccm_provider_sdk::validate::cidr("c", &s).is_ok());
+                prop_assert!(ccm_provider_sdk::validate::cidr("c", &shown).is_ok());
+            }
+        }
+
+        #[test]
+        fn a_network_contains_itself_and_what_is_inside(
+            ip in any::<IpAddr>(),
+            len in 0u8..=128,
+            extra in 0u8..=128,
+        ) {
+            let width = if ip.is_ipv4() { 32 } else { 128 };
+            let (len, inner) = (len.min(width), (len.saturating_add(extra)).min(width));
+            let outer = Cidr::parse(&format!("{ip}/{len}")).unwrap();
+            let inside = Cidr::parse(&format!("{ip}/{inner}")).unwrap();
+            prop_assert!(outer.contains_range(&outer));
+            prop_assert!(outer.contains_range(&inside));
+            prop_assert_eq!(inside.contains_range(&outer), inner == len);
+            let other = if ip.is_ipv4() { "::/0" } else { "0.0.0.0/0" };
+            prop_assert!(!Cidr::parse(other).unwrap().contains_range(&outer));
+        }
+
+        #[test]
+        fn cluster_cidrs_are_one_or_a_dual_stack_pair(
+            parts in proptest::collection::vec(prop_oneof![arb::cidr_text(), arb::text()], 1..4),
+        ) {
+            let flag = parts.join(",");
+            match parse_cluster_cidrs(&flag) {
+                Ok(c) => prop_assert!(c.len() == 1 || (c.len() == 2 && c[0].is_v6() != c[1].is_v6())),
+                Err(e) => prop_assert!(e.contains(&format!("{flag:?}")) || e.contains("more than max"), "{}", e),
+            }
+        }
+    }
+}

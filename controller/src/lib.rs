@@ -6,6 +6,8 @@
 //! - [`controllers`]: one folder per controller, decisions beside I/O.
 //! - [`k8s`]: Kubernetes helpers the controllers share.
 
+#[cfg(test)]
+mod arb;
 pub mod cidr;
 pub mod config;
 pub mod controllers;

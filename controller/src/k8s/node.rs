@@ -2,6 +2,7 @@
 //! slim view of a Node the provider gets.
 
 use ccm_provider_sdk::proto::{self, NodeAddressType};
+use ccm_provider_sdk::validate;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -77,7 +78,10 @@ fn address_type_from_k8s(t: &str) -> NodeAddressType {
     }
 }
 
-/// The slim view of a Node the provider gets.
+/// The slim view of a Node the provider gets. Addresses the contract
+/// refuses are left out: the apiserver does not check `status.addresses`
+/// (an InternalIP "not an ip" is stored as given), and one such Node must
+/// not make every request that lists it invalid.
 pub fn node_ref(node: &Node) -> proto::NodeRef {
     proto::NodeRef {
         name: name(node).to_owned(),
@@ -85,11 +89,11 @@ pub fn node_ref(node: &Node) -> proto::NodeRef {
         provider_id: provider_id(node).to_owned(),
         addresses: addresses(node)
             .iter()
-            .filter(|a| address_type_from_k8s(&a.type_) != NodeAddressType::Unspecified)
             .map(|a| proto::NodeAddress {
                 r#type: address_type_from_k8s(&a.type_) as i32,
                 address: a.address.clone(),
             })
+            .filter(|a| validate::node_address("address", a).is_ok())
             .collect(),
         labels: super::string_map(&node.metadata.labels),
         annotations: super::string_map(&node.metadata.annotations),
@@ -129,5 +133,60 @@ mod tests {
         assert_eq!(r.name, "n1");
         assert_eq!(r.addresses.len(), 1);
         assert_eq!(r.labels["team"], "a");
+    }
+
+    /// Found by proptests::node_refs_pass_the_contract: the apiserver
+    /// stores any address text, and one InternalIP that is no IP made every
+    /// EnsureLoadBalancer listing the Node, and the Node's own instance
+    /// calls, invalid requests.
+    #[test]
+    fn addresses_the_contract_refuses_are_left_out() {
+        let address = |type_: &str, address: &str| NodeAddress {
+            type_: type_.into(),
+            address: address.into(),
+        };
+        let n = Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    address("InternalIP", "not an ip"),
+                    address("ExternalIP", ""),
+                    address("Hostname", ""),
+                    address("InternalIP", "10.0.0.1"),
+                    address("InternalDNS", "n1.internal"),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let r = node_ref(&n);
+        let kept: Vec<&str> = r.addresses.iter().map(|a| a.address.as_str()).collect();
+        assert_eq!(kept, ["10.0.0.1", "n1.internal"]);
+        validate::node_ref("node", &Some(r)).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arb;
+
+    proptest! {
+        /// Every Node the apiserver can store (it checks names, labels and
+        /// annotations, not addresses) gives a NodeRef the provider
+        /// accepts, so one Node cannot make a whole backend list invalid.
+        #[test]
+        fn node_refs_pass_the_contract(node in arb::node()) {
+            let r = node_ref(&node);
+            let checked = validate::node_ref("node", &Some(r.clone()));
+            prop_assert!(checked.is_ok(), "{:?}", checked);
+            prop_assert_eq!(r.name.as_str(), name(&node));
+            prop_assert_eq!(r.provider_id.as_str(), provider_id(&node));
+        }
     }
 }

@@ -111,3 +111,33 @@ mod tests {
         assert!(socket_path("tcp://127.0.0.1:1").is_err());
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// An accepted endpoint is `unix://` or `unix:` and an absolute
+        /// path, which is what it names.
+        #[test]
+        fn endpoints_name_an_absolute_socket_path(
+            endpoint in prop_oneof![
+                "unix:(//)?/?[a-z./ é-]{0,12}",
+                "[a-z]{0,5}:/{0,3}[a-z./]{0,8}",
+                any::<String>(),
+            ],
+        ) {
+            match socket_path(&endpoint) {
+                Ok(path) => {
+                    prop_assert!(path.is_absolute());
+                    let p = path.to_str().unwrap();
+                    let named = endpoint == format!("unix://{p}") || endpoint == format!("unix:{p}");
+                    prop_assert!(named, "{:?} read as {:?}", endpoint, p);
+                }
+                Err(e) => prop_assert!(matches!(e, ServeError::Endpoint { .. }), "{}", e),
+            }
+        }
+    }
+}

@@ -458,3 +458,104 @@ mod tests {
         assert_eq!(bounded("short"), "short");
     }
 }
+
+/// Properties of the error texts both sides pass on: whatever a provider
+/// (or a foreign gRPC server) puts in a status, the controller reads back an
+/// error within [`MAX_ERROR_TEXT_BYTES`] and never panics.
+#[cfg(test)]
+mod proptests {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use tonic::codegen::{Bytes, http::HeaderMap};
+
+    use super::*;
+
+    /// Short texts, and texts around the limit made of characters of every
+    /// UTF-8 width, so cuts land inside characters.
+    fn arb_text() -> BoxedStrategy<String> {
+        prop_oneof![
+            3 => any::<String>(),
+            2 => (
+                prop::sample::select(&['a', 'é', '€', '😀', '\n', '%'][..]),
+                0usize..MAX_ERROR_TEXT_BYTES + 64,
+            )
+                .prop_map(|(c, n)| std::iter::repeat_n(c, n / c.len_utf8() + n % 3).collect()),
+            1 => vec(any::<char>(), MAX_ERROR_TEXT_BYTES / 4..MAX_ERROR_TEXT_BYTES + 16)
+                .prop_map(String::from_iter),
+        ]
+        .boxed()
+    }
+
+    fn arb_error() -> BoxedStrategy<ProviderError> {
+        (0usize..6, arb_text(), arb_text(), 0u64..10_000)
+            .prop_map(|(which, a, b, ms)| match which {
+                0 => ProviderError::invalid_request(a, b),
+                1 => ProviderError::invalid_service_spec(a, b),
+                2 => ProviderError::invalid_annotation(&a, b),
+                3 => ProviderError::retry_after(a, Duration::from_millis(ms)),
+                4 => ProviderError::internal(a),
+                _ => ProviderError::cloud_unavailable(a, Some(Duration::from_millis(ms))),
+            })
+            .boxed()
+    }
+
+    proptest! {
+        #[test]
+        fn bounded_text_fits_and_keeps_a_prefix(text in arb_text()) {
+            let out = bounded(&text);
+            prop_assert!(out.len() <= MAX_ERROR_TEXT_BYTES);
+            if text.len() <= MAX_ERROR_TEXT_BYTES {
+                prop_assert_eq!(out, text);
+            } else {
+                let suffix = format!("... ({} bytes, cut)", text.len());
+                let kept = out.strip_suffix(&suffix);
+                prop_assert!(kept.is_some(), "{:?} does not say it was cut", out);
+                let kept = kept.unwrap();
+                prop_assert!(text.starts_with(kept));
+                // Cut at the last character boundary that fits, no shorter.
+                prop_assert!(kept.len() + 4 > MAX_ERROR_TEXT_BYTES - suffix.len());
+            }
+        }
+
+        /// An error sent by a provider reads back the same through real
+        /// gRPC headers (percent-encoded message, base64 details), cut to
+        /// the limit.
+        #[test]
+        fn errors_survive_the_trailers(e in arb_error()) {
+            let mut headers = HeaderMap::new();
+            e.to_status().add_header(&mut headers).expect("a status always encodes");
+            let status = Status::from_header_map(&headers).expect("grpc-status is present");
+            let back = ProviderError::from_status(&status);
+            prop_assert_eq!(back.code(), e.code());
+            prop_assert_eq!(back.reason(), e.reason());
+            prop_assert_eq!(back.retry_after_delay(), e.retry_after_delay());
+            prop_assert_eq!(back.message(), bounded(e.message()));
+            let want: Vec<(String, String)> = e
+                .field_violations()
+                .iter()
+                .map(|(f, d)| (bounded(f), bounded(d)))
+                .collect();
+            prop_assert_eq!(back.field_violations(), &want[..]);
+        }
+
+        /// Whatever a foreign server puts in a status, details included,
+        /// reads back within the limit.
+        #[test]
+        fn any_status_reads_back_within_the_limit(
+            code in 0i32..20,
+            message in arb_text(),
+            details in prop_oneof![
+                vec(any::<u8>(), 0..256),
+                arb_error().prop_map(|e| e.to_status().details().to_vec()),
+            ],
+        ) {
+            let status = Status::with_details(Code::from_i32(code), message, Bytes::from(details));
+            let e = ProviderError::from_status(&status);
+            prop_assert!(e.message().len() <= MAX_ERROR_TEXT_BYTES);
+            for (f, d) in e.field_violations() {
+                prop_assert!(f.len() <= MAX_ERROR_TEXT_BYTES && d.len() <= MAX_ERROR_TEXT_BYTES);
+            }
+            prop_assert!(e.to_string().len() <= MAX_ERROR_TEXT_BYTES.max(32));
+        }
+    }
+}

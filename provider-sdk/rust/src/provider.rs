@@ -286,8 +286,18 @@ pub fn default_load_balancer_name(_cluster_name: &str, service_uid: &str) -> Str
     let mut name: String = std::iter::once('a')
         .chain(service_uid.chars().filter(|c| *c != '-'))
         .collect();
-    name.truncate(32);
+    truncate_to_bytes(&mut name, 32);
     name
+}
+
+/// Cuts `s` to at most `max` bytes at a character boundary (a uid is any
+/// text the contract accepts, not necessarily ASCII).
+fn truncate_to_bytes(s: &mut String, max: usize) {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
 }
 
 /// A name that two clusters never share: cluster name (sanitised, at most 20
@@ -312,7 +322,7 @@ pub fn cluster_scoped_load_balancer_name(cluster_name: &str, service_uid: &str) 
             .filter(|c| *c != '-')
             .collect::<String>()
     );
-    name.truncate(63);
+    truncate_to_bytes(&mut name, 63);
     name
 }
 
@@ -390,4 +400,67 @@ pub trait Clusters: Send + Sync + 'static {
         ctx: CallContext,
         cluster_name: String,
     ) -> impl Future<Output = ProviderResult<String>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by proptests: a uid of multi-byte characters made both names
+    /// panic (`String::truncate` inside a character) in the provider's
+    /// GetLoadBalancerName.
+    #[test]
+    fn names_of_non_ascii_uids_are_cut_at_a_character() {
+        let uid = "é".repeat(40);
+        let name = default_load_balancer_name("c", &uid);
+        assert_eq!(name, format!("a{}", "é".repeat(15)));
+        let name = cluster_scoped_load_balancer_name("c", &uid);
+        assert_eq!(name, format!("c-{}", "é".repeat(30)));
+        assert_eq!(
+            default_load_balancer_name("c", "0b7d8a43-3c8e-4d1b-9d55-9e7d2f2c1a11"),
+            "a0b7d8a433c8e4d1b9d559e7d2f2c1a1"
+        );
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A uid as the SDK accepts it in a request: any non-empty text of at
+    /// most 253 bytes (Kubernetes' are UUIDs, the contract does not insist).
+    fn arb_uid() -> BoxedStrategy<String> {
+        prop_oneof![
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            ".{1,80}",
+        ]
+        .prop_filter("a valid name", |s| crate::validate::name("uid", s).is_ok())
+        .boxed()
+    }
+
+    proptest! {
+        #[test]
+        fn default_names_are_a_and_the_uid_cut_to_32_bytes(uid in arb_uid()) {
+            let name = default_load_balancer_name("cluster", &uid);
+            let full: String = std::iter::once('a').chain(uid.chars().filter(|c| *c != '-')).collect();
+            prop_assert!(name.len() <= 32);
+            prop_assert!(full.starts_with(&name));
+            prop_assert!(name.len() == full.len().min(32) || name.len() + 4 > 32);
+        }
+
+        #[test]
+        fn cluster_scoped_names_fit_63_bytes(cluster in ".{0,40}", uid in arb_uid()) {
+            let name = cluster_scoped_load_balancer_name(&cluster, &uid);
+            prop_assert!(name.len() <= 63);
+            let sanitised: String = cluster
+                .chars()
+                .take(20)
+                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+                .collect();
+            let prefix = format!("{sanitised}-");
+            prop_assert!(name.starts_with(&prefix), "{:?} does not start with {:?}", name, prefix);
+        }
+    }
 }

@@ -391,3 +391,127 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use ccm_provider_sdk::validate;
+    use proptest::collection::{hash_map, vec};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arb;
+
+    /// Instance metadata as the SDK lets it through (its answer checks).
+    fn arb_metadata() -> BoxedStrategy<proto::InstanceMetadata> {
+        (
+            prop_oneof![Just(String::new()), "[a-z]{1,5}://[!-~]{1,12}"],
+            arb::label_value(),
+            arb::label_value(),
+            arb::label_value(),
+            vec(
+                (1i32..=5, prop_oneof![arb::ip_text(), arb::dns_name()])
+                    .prop_map(|(r#type, address)| proto::NodeAddress { r#type, address }),
+                0..4,
+            ),
+            hash_map(
+                prop_oneof![
+                    arb::label_key(),
+                    Just(LABEL_ZONE.to_owned()),
+                    Just("node-role.kubernetes.io/x".to_owned()),
+                ],
+                arb::label_value(),
+                0..4,
+            ),
+        )
+            .prop_map(
+                |(provider_id, instance_type, zone, region, node_addresses, additional_labels)| {
+                    proto::InstanceMetadata {
+                        provider_id,
+                        instance_type,
+                        zone,
+                        region,
+                        node_addresses,
+                        additional_labels,
+                    }
+                },
+            )
+            .prop_filter("the SDK's answer checks", |m| {
+                validate::node_addresses("a", &m.node_addresses).is_ok()
+            })
+            .boxed()
+    }
+
+    fn with_provided_ip(node: Node, ip: Option<String>) -> Node {
+        let mut node = node;
+        if let Some(ip) = ip {
+            node.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(PROVIDED_NODE_IP_ANNOTATION.to_owned(), ip);
+        }
+        node
+    }
+
+    proptest! {
+        /// The initialisation patch of any Node from any accepted answer
+        /// sets only labels the apiserver takes, never a reserved or an
+        /// existing additional label, and the providerID only when missing.
+        #[test]
+        fn init_changes_are_writable_and_overwrite_nothing(
+            node in arb::node(),
+            meta in arb_metadata(),
+            provided in proptest::option::of(prop_oneof![arb::ip_text(), arb::text()]),
+        ) {
+            let node = with_provided_ip(node, provided);
+            match init_changes(&node, &meta) {
+                Ok(c) => {
+                    for (k, v) in &c.labels {
+                        prop_assert!(validate::label_key("k", k).is_ok() && validate::label_value("v", v).is_ok());
+                    }
+                    let existing = node.metadata.labels.clone().unwrap_or_default();
+                    for (k, v) in &meta.additional_labels {
+                        if is_reserved_label(k) {
+                            prop_assert!(!c.labels.contains_key(k) || [LABEL_ZONE, LABEL_REGION, LABEL_INSTANCE_TYPE, LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_INSTANCE_TYPE_BETA].contains(&k.as_str()));
+                        } else if existing.get(k).is_some_and(|old| old != v) {
+                            prop_assert!(c.labels.get(k) != Some(v) || meta.zone == *v || meta.region == *v || meta.instance_type == *v);
+                        }
+                    }
+                    match &c.provider_id {
+                        Some(id) => {
+                            prop_assert!(provider_id(&node).is_empty());
+                            prop_assert_eq!(id, &meta.provider_id);
+                        }
+                        None => prop_assert!(!provider_id(&node).is_empty()),
+                    }
+                    prop_assert!(c.taints.iter().all(|t| t.key != UNINITIALIZED_TAINT));
+                }
+                Err(InitError::NoProviderId(_)) => {
+                    prop_assert!(provider_id(&node).is_empty() && meta.provider_id.is_empty());
+                }
+                Err(InitError::ProvidedNodeIp { .. }) => {
+                    prop_assert!(node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(PROVIDED_NODE_IP_ANNOTATION)));
+                }
+            }
+        }
+
+        /// Addresses are never cleared, only of known types, and the
+        /// provided node IP comes first when honoured.
+        #[test]
+        fn desired_addresses_are_known_and_never_empty(
+            node in arb::node(),
+            meta in arb_metadata(),
+            provided in proptest::option::of(prop_oneof![arb::ip_text(), arb::text()]),
+        ) {
+            let node = with_provided_ip(node, provided.clone());
+            if let Ok(Some(addresses)) = desired_addresses(&node, &meta.node_addresses) {
+                prop_assert!(!addresses.is_empty());
+                for a in &addresses {
+                    prop_assert!(["Hostname", "InternalIP", "ExternalIP", "InternalDNS", "ExternalDNS"].contains(&a.type_.as_str()));
+                }
+                if let Some(first) = provided.as_deref().and_then(|p| p.split(',').next()) {
+                    prop_assert_eq!(addresses[0].address.parse::<IpAddr>().ok(), first.parse::<IpAddr>().ok());
+                }
+            }
+        }
+    }
+}

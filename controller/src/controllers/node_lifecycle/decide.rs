@@ -132,3 +132,37 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arb;
+
+    proptest! {
+        /// A Node is ours exactly when its providerID is our scheme, "://"
+        /// and a non-empty id; never when it is another cloud's.
+        #[test]
+        fn ownership_is_the_scheme(
+            scheme in "[a-z][a-z0-9+.-]{0,8}",
+            provider_id in prop_oneof![
+                "[a-z][a-z0-9+.-]{0,8}://[!-~]{0,12}",
+                arb::text(),
+            ],
+        ) {
+            let ours = provider_id
+                .strip_prefix(&format!("{scheme}://"))
+                .is_some_and(|id| !id.is_empty());
+            match ownership(&provider_id, &scheme) {
+                Ownership::Unset => prop_assert!(provider_id.is_empty()),
+                Ownership::Ours => prop_assert!(ours, "{:?} is not {}://", provider_id, scheme),
+                Ownership::NotOurs(why) => {
+                    prop_assert!(!ours, "{:?} is {}://", provider_id, scheme);
+                    let quoted = format!("{provider_id:?}");
+                    prop_assert!(why.contains(&quoted), "{}", why);
+                }
+            }
+        }
+    }
+}

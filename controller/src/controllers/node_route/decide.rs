@@ -334,3 +334,57 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use ccm_provider_sdk::validate;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arb;
+
+    fn arb_route() -> BoxedStrategy<proto::Route> {
+        (
+            arb::text(),
+            prop_oneof![arb::dns_name(), arb::text()],
+            prop_oneof![3 => arb::cidr_text(), 1 => arb::text()],
+            any::<bool>(),
+        )
+            .prop_map(
+                |(name, target_node, destination_cidr, blackhole)| proto::Route {
+                    name,
+                    target_node,
+                    destination_cidr,
+                    blackhole,
+                    ..Default::default()
+                },
+            )
+            .boxed()
+    }
+
+    proptest! {
+        /// Whatever the Nodes' pod CIDRs and the provider's routes, every
+        /// route created is one the provider accepts, and only routes
+        /// inside the cluster CIDRs are deleted.
+        #[test]
+        fn plans_create_valid_routes_and_delete_only_ours(
+            cluster in vec(arb::cidr_text(), 0..3),
+            nodes in vec(arb::node(), 0..4),
+            routes in vec(arb_route(), 0..5),
+            with_addresses in any::<bool>(),
+        ) {
+            let cluster: Vec<Cidr> = cluster.iter().filter_map(|c| Cidr::parse(c)).collect();
+            let nodes: Vec<RouteNode> = nodes.iter().map(RouteNode::from_node).collect();
+            let plan = plan(&cluster, &nodes, &routes, with_addresses);
+            for c in &plan.create {
+                let checked = validate::route("route", &Some(c.route.clone()));
+                prop_assert!(checked.is_ok(), "{:?}", checked);
+                prop_assert!(Cidr::parse(&c.route.destination_cidr).is_some());
+            }
+            for d in &plan.delete {
+                prop_assert!(responsible(&cluster, &d.destination_cidr));
+            }
+        }
+    }
+}

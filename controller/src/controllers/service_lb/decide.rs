@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
-use ccm_provider_sdk::proto;
+use ccm_provider_sdk::{proto, validate};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, Node, PortStatus, Service, ServiceSpec, ServiceStatus,
 };
@@ -119,6 +119,18 @@ pub struct SpecError {
     pub problem: String,
 }
 
+/// The contract's own checks, run on the Service's fields under their
+/// Kubernetes names: what the provider would refuse is refused here, naming
+/// the field the user can fix.
+impl From<validate::Violation> for SpecError {
+    fn from(v: validate::Violation) -> Self {
+        SpecError {
+            field: v.field,
+            problem: v.problem,
+        }
+    }
+}
+
 fn spec_error(field: impl Into<String>, problem: impl Into<String>) -> SpecError {
     SpecError {
         field: field.into(),
@@ -129,9 +141,12 @@ fn spec_error(field: impl Into<String>, problem: impl Into<String>) -> SpecError
 fn parse_cidr(s: &str) -> Option<String> {
     let (addr, len) = s.split_once('/')?;
     let addr: IpAddr = addr.parse().ok()?;
+    if !len.bytes().all(|b| b.is_ascii_digit()) {
+        return None; // Rust's integer parser alone takes "+8"
+    }
     let len: u8 = len.parse().ok()?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
-    (len <= max && !len.to_string().starts_with('+')).then(|| format!("{addr}/{len}"))
+    (len <= max).then(|| format!("{addr}/{len}"))
 }
 
 /// The source ranges as canonical CIDRs: `spec.loadBalancerSourceRanges`,
@@ -214,8 +229,13 @@ pub fn to_proto_ref(svc: &Service) -> proto::Service {
         if let Some(a) = identity.metadata.annotations.as_mut() {
             a.remove(SOURCE_RANGES_ANNOTATION);
         }
-        // Nothing left that can fail to convert.
-        convert(&identity, false).unwrap_or_default()
+        convert(&identity, false).unwrap_or_else(|_| {
+            // Labels or annotations the contract refuses (an apiserver
+            // never stores such): namespace, name and uid alone.
+            identity.metadata.labels = None;
+            identity.metadata.annotations = None;
+            convert(&identity, false).unwrap_or_default()
+        })
     })
 }
 
@@ -226,6 +246,17 @@ pub fn to_proto(svc: &Service) -> Result<proto::Service, SpecError> {
 }
 
 fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecError> {
+    let meta = &svc.metadata;
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let uid = meta.uid.clone().unwrap_or_default();
+    validate::name("metadata.namespace", &namespace)?;
+    validate::name("metadata.name", &name)?;
+    validate::name("metadata.uid", &uid)?;
+    let labels = crate::k8s::string_map(&meta.labels);
+    let annotations = crate::k8s::string_map(&meta.annotations);
+    validate::labels("metadata.labels", &labels)?;
+    validate::annotations("metadata.annotations", &annotations)?;
     let s = spec(svc).cloned().unwrap_or_default();
     let ports = s
         .ports
@@ -239,11 +270,24 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
                     format!("{:?} is not TCP, UDP or SCTP", p.protocol),
                 )
             })?;
+            if !(1..=65535).contains(&p.port) {
+                return Err(spec_error(
+                    format!("spec.ports[{i}].port"),
+                    format!("{} is not 1-65535", p.port),
+                ));
+            }
+            let node_port = p.node_port.unwrap_or_default();
+            if !(0..=65535).contains(&node_port) {
+                return Err(spec_error(
+                    format!("spec.ports[{i}].nodePort"),
+                    format!("{node_port} is not 0-65535"),
+                ));
+            }
             Ok(proto::ServicePort {
                 name: p.name.clone().unwrap_or_default(),
                 protocol: protocol as i32,
                 port: p.port,
-                node_port: p.node_port.unwrap_or_default(),
+                node_port,
                 app_protocol: p.app_protocol.clone().unwrap_or_default(),
             })
         })
@@ -258,11 +302,27 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
         .ip_families
         .iter()
         .flatten()
-        .map(|f| match f.as_str() {
-            "IPv6" => proto::IpFamily::Ipv6 as i32,
-            _ => proto::IpFamily::Ipv4 as i32,
+        .enumerate()
+        .map(|(i, f)| match f.as_str() {
+            "IPv4" => Ok(proto::IpFamily::Ipv4 as i32),
+            "IPv6" => Ok(proto::IpFamily::Ipv6 as i32),
+            _ => Err(spec_error(
+                format!("spec.ipFamilies[{i}]"),
+                format!("{f:?} is not IPv4 or IPv6"),
+            )),
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
+    let load_balancer_ip = s.load_balancer_ip.clone().unwrap_or_default();
+    if !load_balancer_ip.is_empty() {
+        // The apiserver does not check this deprecated field.
+        validate::ip("spec.loadBalancerIP", &load_balancer_ip)?;
+    }
+    let cluster_ips = s.cluster_ips.clone().unwrap_or_default();
+    for (i, ip) in cluster_ips.iter().enumerate() {
+        if ip != "None" {
+            validate::ip(&format!("spec.clusterIPs[{i}]"), ip)?;
+        }
+    }
     let ip_family_policy = match s.ip_family_policy.as_deref() {
         Some("SingleStack") => proto::IpFamilyPolicy::SingleStack,
         Some("PreferDualStack") => proto::IpFamilyPolicy::PreferDualStack,
@@ -274,11 +334,11 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
         p => p,
     };
     Ok(proto::Service {
-        namespace: svc.metadata.namespace.clone().unwrap_or_default(),
-        name: svc.metadata.name.clone().unwrap_or_default(),
-        uid: svc.metadata.uid.clone().unwrap_or_default(),
-        labels: crate::k8s::string_map(&svc.metadata.labels),
-        annotations: crate::k8s::string_map(&svc.metadata.annotations),
+        namespace,
+        name,
+        uid,
+        labels,
+        annotations,
         ports,
         load_balancer_class: s.load_balancer_class.clone(),
         load_balancer_source_ranges: source_ranges(svc)?,
@@ -296,10 +356,23 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
         ip_families,
         ip_family_policy: ip_family_policy as i32,
         allocate_load_balancer_node_ports: s.allocate_load_balancer_node_ports,
-        load_balancer_ip: s.load_balancer_ip.clone().unwrap_or_default(),
-        cluster_ips: s.cluster_ips.clone().unwrap_or_default(),
+        load_balancer_ip,
+        cluster_ips,
         status: Some(proto::LoadBalancerStatus {
-            ingress: ingress(svc).iter().map(ingress_to_proto).collect(),
+            // The current status is a hint for the provider and the Ensure
+            // rewrites it: entries the contract refuses (written by someone
+            // else, or kept from older apiserver rules) are left out
+            // rather than failing the Ensure that would replace them.
+            ingress: ingress(svc)
+                .iter()
+                .map(ingress_to_proto)
+                .filter(|i| {
+                    let one = proto::LoadBalancerStatus {
+                        ingress: vec![i.clone()],
+                    };
+                    validate::load_balancer_status("status", &one).is_ok()
+                })
+                .collect(),
         }),
     })
 }
@@ -547,9 +620,14 @@ pub fn unknown_annotations(
         .filter(|k| schema.prefixes.iter().any(|p| k.starts_with(p.as_str())))
         .filter(|k| !schema.known_keys.contains(k))
         .map(|k| {
+            let chars = k.chars().count();
             let closest = schema
                 .known_keys
                 .iter()
+                // The length difference is a lower bound of the distance:
+                // keys too long or short to be close are never compared, so
+                // a provider's huge known key costs no k x n table.
+                .filter(|known| chars.abs_diff(known.chars().count()) <= (known.len() / 4).max(2))
                 .map(|known| (edit_distance(k, known), known))
                 .min()
                 .filter(|(d, known)| *d <= (known.len() / 4).max(2))
@@ -585,6 +663,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     d[a.len()][b.len()]
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {
@@ -709,6 +790,77 @@ mod tests {
         ccm_provider_sdk::validate::service("service", &Some(p)).expect("valid per the contract");
         s.spec.as_mut().unwrap().ports = Some(vec![]);
         assert_eq!(to_proto(&s).unwrap_err().field, "spec.ports");
+    }
+
+    /// Found by proptests::what_is_sent_is_what_the_provider_accepts: each
+    /// of these was sent as it was and refused by the provider's SDK as a
+    /// malformed request (the apiserver stores loadBalancerIP "foo" as it
+    /// is, and a status another controller wrote may hold anything). Now
+    /// the Service's own field is named, or the stale entry left out.
+    #[test]
+    fn what_the_provider_would_refuse_is_named_here() {
+        type Breaker = Box<dyn Fn(&mut Service)>;
+        fn spec(s: &mut Service) -> &mut ServiceSpec {
+            s.spec.as_mut().unwrap()
+        }
+        let cases: Vec<(&str, Breaker)> = vec![
+            (
+                "spec.ports[0].port",
+                Box::new(|s| spec(s).ports.as_mut().unwrap()[0].port = 0),
+            ),
+            (
+                "spec.ports[0].nodePort",
+                Box::new(|s| spec(s).ports.as_mut().unwrap()[0].node_port = Some(70000)),
+            ),
+            (
+                "spec.loadBalancerIP",
+                Box::new(|s| spec(s).load_balancer_ip = Some("foo".into())),
+            ),
+            (
+                "spec.clusterIPs[0]",
+                Box::new(|s| spec(s).cluster_ips = Some(vec![String::new()])),
+            ),
+            (
+                "spec.ipFamilies[0]",
+                Box::new(|s| spec(s).ip_families = Some(vec!["IPv5".into()])),
+            ),
+            (
+                "metadata.labels[]",
+                Box::new(|s| s.metadata.labels = Some([(String::new(), "x".into())].into())),
+            ),
+            ("metadata.uid", Box::new(|s| s.metadata.uid = None)),
+        ];
+        for (field, break_it) in cases {
+            let mut s = lb_service();
+            break_it(&mut s);
+            assert_eq!(to_proto(&s).unwrap_err().field, field);
+            // Reads and deletes still describe the Service validly when
+            // its identity is valid.
+            if field != "metadata.uid" {
+                let r = to_proto_ref(&s);
+                ccm_provider_sdk::validate::service_ref("service", &Some(r)).unwrap();
+            }
+        }
+        let mut s = lb_service();
+        s.status = Some(ServiceStatus {
+            load_balancer: Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
+                ingress: Some(vec![
+                    LoadBalancerIngress::default(),
+                    LoadBalancerIngress {
+                        ip: Some("192.0.2.1".into()),
+                        ..Default::default()
+                    },
+                ]),
+            }),
+            ..Default::default()
+        });
+        let p = to_proto(&s).unwrap();
+        assert_eq!(
+            p.status.as_ref().unwrap().ingress.len(),
+            1,
+            "the empty entry is left out"
+        );
+        ccm_provider_sdk::validate::service("service", &Some(p)).unwrap();
     }
 
     #[test]
@@ -874,6 +1026,27 @@ mod tests {
             ]
         );
         assert_eq!(edit_distance("health-check-paht", "health-check-path"), 1);
+    }
+
+    /// Found by review while writing the properties: the schema is the
+    /// provider's, unchecked, and each unknown annotation built a table of
+    /// its key's length times each known key's: gigabytes for a known key
+    /// of a few megabytes.
+    #[test]
+    fn huge_known_keys_are_never_compared() {
+        let schema = proto::AnnotationSchema {
+            prefixes: vec!["lb.example.com/".into()],
+            known_keys: vec![format!("lb.example.com/{}", "x".repeat(1_000_000))],
+        };
+        let mut s = lb_service();
+        s.metadata.annotations =
+            Some([("lb.example.com/intrenal".to_owned(), "x".to_owned())].into());
+        let started = std::time::Instant::now();
+        assert_eq!(
+            unknown_annotations(&s, &schema),
+            vec![("lb.example.com/intrenal".to_owned(), None)]
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

@@ -62,10 +62,13 @@ pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
 
 /// Parses the `grpc-timeout` header: up to 8 digits and a unit.
 fn parse_grpc_timeout(v: &str) -> Option<Duration> {
-    if v.len() < 2 || v.len() > 9 {
+    if v.len() < 2 || v.len() > 9 || !v.is_ascii() {
         return None;
     }
     let (n, unit) = v.split_at(v.len() - 1);
+    if !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let n: u64 = n.parse().ok()?;
     Some(match unit {
         "H" => Duration::from_secs(n * 3600),
@@ -137,5 +140,41 @@ mod tests {
         assert_eq!(parse_grpc_timeout("123456789S"), None);
         assert_eq!(parse_grpc_timeout("5x"), None);
         assert_eq!(parse_grpc_timeout("S"), None);
+        // Found by proptests::grpc_timeouts_are_digits_and_a_unit: a
+        // multi-byte last character panicked, a sign was taken.
+        assert_eq!(parse_grpc_timeout("0\u{80}"), None);
+        assert_eq!(parse_grpc_timeout("+5S"), None);
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// `grpc-timeout` is "TimeoutValue TimeoutUnit": at most 8 ASCII
+        /// digits and one of H M S m u n. Anything else is no deadline, and
+        /// nothing panics.
+        #[test]
+        fn grpc_timeouts_are_digits_and_a_unit(
+            v in prop_oneof!["[+0-9]{0,10}[HMSmunx]", "[0-9]{1,8}[^HMSmun]", any::<String>()],
+        ) {
+            if let Some(d) = parse_grpc_timeout(&v) {
+                let (n, unit) = v.split_at(v.len() - 1);
+                prop_assert!((1..=8).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()), "{:?}", v);
+                let n: u64 = n.parse().unwrap();
+                let want = match unit {
+                    "H" => Duration::from_secs(n * 3600),
+                    "M" => Duration::from_secs(n * 60),
+                    "S" => Duration::from_secs(n),
+                    "m" => Duration::from_millis(n),
+                    "u" => Duration::from_micros(n),
+                    _ => Duration::from_nanos(n),
+                };
+                prop_assert_eq!(d, want);
+            }
+        }
     }
 }

@@ -38,6 +38,12 @@ pub fn cidr(field: &str, value: &str) -> Checked<(IpAddr, u8)> {
     let bad = || violation(field, format!("{value:?} is not a CIDR"));
     let (addr, prefix) = value.split_once('/').ok_or_else(bad)?;
     let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    // Decimal digits without a leading zero, as other languages' parsers
+    // of "address/prefix" take it (Rust's alone also takes "+8").
+    if !prefix.bytes().all(|b| b.is_ascii_digit()) || (prefix.len() > 1 && prefix.starts_with('0'))
+    {
+        return Err(bad());
+    }
     let prefix: u8 = prefix.parse().map_err(|_| bad())?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if prefix > max {
@@ -207,6 +213,11 @@ mod tests {
         assert!(cidr("f", "10.0.0.0/8").is_ok());
         assert!(cidr("f", "fd00::/64").is_ok());
         for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1"] {
+            assert!(cidr("f", bad).is_err(), "{bad}");
+        }
+        // Found by proptests::cidrs_are_an_address_and_a_decimal_prefix_within_its_family:
+        // Rust's integer parser takes a sign, no "address/prefix" parser does.
+        for bad in ["0.0.0.0/+0", "10.0.0.0/+8", "10.0.0.0/08", "fd00::/064"] {
             assert!(cidr("f", bad).is_err(), "{bad}");
         }
         assert!(ip("f", "::1").is_ok());

@@ -55,18 +55,28 @@ pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked
         if ing.ip.is_empty() && ing.hostname.is_empty() {
             return Err(violation(f, "neither ip nor hostname is set"));
         }
-        if !ing.ip.is_empty() {
-            ip(&format!("{f}.ip"), &ing.ip)?;
+        // What the apiserver accepts in status.loadBalancer.ingress[]: the
+        // controller writes the status as it is.
+        if !ing.ip.is_empty()
+            && let IpAddr::V6(v6) = ip(&format!("{f}.ip"), &ing.ip)?
+            && v6.to_ipv4_mapped().is_some()
+        {
+            return Err(violation(
+                format!("{f}.ip"),
+                format!(
+                    "{:?} is an IPv4-mapped IPv6 address; use the IPv4 address",
+                    ing.ip
+                ),
+            ));
         }
         if !ing.hostname.is_empty() {
-            // What the apiserver accepts in status.loadBalancer.ingress[].hostname.
             if !is_dns_subdomain(&ing.hostname) {
                 return Err(violation(
                     format!("{f}.hostname"),
                     format!("{:?} is not a DNS name", ing.hostname),
                 ));
             }
-            if ing.hostname.parse::<IpAddr>().is_ok() {
+            if looks_like_ip(&ing.hostname) {
                 return Err(violation(
                     format!("{f}.hostname"),
                     format!("{:?} is an IP address; use ip", ing.hostname),
@@ -74,11 +84,31 @@ pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked
             }
         }
         optional_enum::<crate::proto::IpMode>(&format!("{f}.ip_mode"), ing.ip_mode)?;
+        if ing.ip_mode != 0 && ing.ip.is_empty() {
+            return Err(violation(
+                format!("{f}.ip_mode"),
+                "is set without ip (Kubernetes allows ipMode only with an ip)",
+            ));
+        }
         for (j, p) in ing.ports.iter().enumerate() {
             known_enum::<Protocol>(&format!("{f}.ports[{j}].protocol"), p.protocol)?;
         }
     }
     Ok(())
+}
+
+/// An IP address as the apiserver reads one (Go's `ParseIPSloppy`), which
+/// also takes IPv4 octets with leading zeros: "010.0.0.1" is no hostname.
+fn looks_like_ip(s: &str) -> bool {
+    s.parse::<IpAddr>().is_ok() || {
+        let octets: Vec<&str> = s.split('.').collect();
+        octets.len() == 4
+            && octets.iter().all(|o| {
+                (1..=3).contains(&o.len())
+                    && o.bytes().all(|b| b.is_ascii_digit())
+                    && o.parse::<u16>().is_ok_and(|n| n <= 255)
+            })
+    }
 }
 
 /// A Service as the reads and the delete need it: its identity, and any
@@ -257,6 +287,39 @@ mod tests {
             assert_eq!(err.field, field, "{err}");
         }
         assert_eq!(service("service", &None).unwrap_err().field, "service");
+    }
+
+    /// Found by proptests::an_accepted_status_is_one_kubernetes_accepts:
+    /// each of these passed, and the apiserver refuses each in the
+    /// Service's status, so the Service never showed its address.
+    #[test]
+    fn statuses_kubernetes_refuses_are_refused() {
+        let one = |ip: &str, hostname: &str, ip_mode: crate::proto::IpMode| LoadBalancerStatus {
+            ingress: vec![crate::proto::LoadBalancerIngress {
+                ip: ip.into(),
+                hostname: hostname.into(),
+                ip_mode: ip_mode as i32,
+                ports: vec![],
+            }],
+        };
+        use crate::proto::IpMode::{Unspecified, Vip};
+        for (status, field) in [
+            (one("", "0", Vip), "s.ingress[0].ip_mode"),
+            (one("", "lb.example.com", Vip), "s.ingress[0].ip_mode"),
+            (one("", "010.0.0.1", Unspecified), "s.ingress[0].hostname"),
+            (one("::ffff:1.2.3.4", "", Vip), "s.ingress[0].ip"),
+        ] {
+            let err = load_balancer_status("s", &status).unwrap_err();
+            assert_eq!(err.field, field, "{status:?}");
+        }
+        for ok in [
+            one("1.2.3.4", "", Vip),
+            one("", "lb.example.com", Unspecified),
+            one("", "1.2.3.4444", Unspecified),
+            one("2001:db8::1", "lb.example.com", Vip),
+        ] {
+            load_balancer_status("s", &ok).unwrap();
+        }
     }
 
     #[test]

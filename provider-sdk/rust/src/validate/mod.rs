@@ -9,6 +9,8 @@
 pub(crate) mod answers;
 mod fields;
 mod messages;
+#[cfg(test)]
+mod proptests;
 
 pub use fields::*;
 pub use messages::*;
