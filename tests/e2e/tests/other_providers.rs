@@ -1,0 +1,190 @@
+//! The controller against providers written in other languages, each run
+//! as its own process on a socket, with the same scenario the Rust fake
+//! passes: a Node registered by kubelet is initialised (providerID, zone
+//! labels, taint removed), a LoadBalancer Service gets its ingress, and
+//! deleting the Service deletes the load balancer and releases the
+//! finalizer. The real apiserver, the controller as its ServiceAccount.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use ccm_fake_provider::FakeConfig;
+use ccm_provider_sdk::{ClientOptions, ProviderClient};
+use ccm_testsupport::unique_name;
+use common::*;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A provider process, killed when dropped.
+struct Provider {
+    child: Child,
+    log: PathBuf,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Provider {
+    fn spawn(program: &Path, args: &[String], env: &[(&str, PathBuf)]) -> Provider {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+        let log = dir.path().join("provider.log");
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .arg(format!("--endpoint={endpoint}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Provider {
+            child: cmd.spawn().unwrap(),
+            log,
+            endpoint,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn wait_ready(&self) {
+        let client =
+            ProviderClient::connect_lazy(&self.endpoint, ClientOptions::default()).unwrap();
+        eventually("the provider to answer its handshake", || async {
+            client
+                .handshake()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e}; log:\n{}", self.log()))
+        })
+        .await;
+    }
+}
+
+/// The Python in-memory example on the Python SDK, in the venv
+/// `hack/python-venv.sh` makes (cached by content hash).
+fn python_memory(nodes: &[&str]) -> Provider {
+    let out = Command::new(repo().join("hack/python-venv.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "hack/python-venv.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let venv = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let mut args = vec![
+        repo()
+            .join("providers/examples/python-memory/memory_provider.py")
+            .display()
+            .to_string(),
+    ];
+    args.extend(nodes.iter().map(|n| format!("--instance={n}")));
+    Provider::spawn(
+        &venv.join("bin/python"),
+        &args,
+        &[("PYTHONPATH", repo().join("provider-sdk/python/src"))],
+    )
+}
+
+/// Initialises a Node, serves a LoadBalancer Service and deletes it again,
+/// with the controller talking to `provider`.
+async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme: &str) {
+    provider.wait_ready().await;
+    let mut h = Harness::start(FakeConfig::default(), &["--controllers=*,-route"]).await;
+    h.stop_controller().await;
+    h.endpoint = provider.endpoint.clone();
+    h.start_controller(&["--controllers=*,-route"]);
+
+    h.register_node(node).await;
+    let n = h
+        .wait_for(node, "initialised by the provider", |n| {
+            n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+        })
+        .await
+        .unwrap();
+    let provider_id = n.spec.and_then(|s| s.provider_id).unwrap_or_default();
+    assert!(
+        provider_id.starts_with(&format!("{scheme}://")),
+        "{provider_id}"
+    );
+    let labels = n.metadata.labels.unwrap_or_default();
+    assert!(
+        labels.contains_key("topology.kubernetes.io/zone"),
+        "{labels:?}"
+    );
+
+    let services: Api<Service> = Api::namespaced(h.admin.clone(), &h.ns);
+    let name = unique_name("lb");
+    let svc = Service {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let ingress = eventually("the Service to get its ingress", || async {
+        let s = services.get(&name).await.map_err(|e| e.to_string())?;
+        s.status
+            .and_then(|s| s.load_balancer?.ingress)
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| format!("no ingress yet; provider log:\n{}", provider.log()))
+    })
+    .await;
+    let client =
+        ProviderClient::connect_lazy(&provider.endpoint, ClientOptions::default()).unwrap();
+    let listed = client.list_load_balancers("kubernetes").await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+
+    services
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service gone (finalizer released)", || async {
+        match services.get_opt(&name).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
+        }
+    })
+    .await;
+    let listed = client.list_load_balancers("kubernetes").await.unwrap();
+    assert!(listed.is_empty(), "load balancer left behind: {listed:?}");
+    println!(
+        "{scheme}: node initialised as {provider_id}, ingress {:?}, load balancer deleted",
+        ingress[0].ip
+    );
+    let _ = h.nodes().delete(node, &DeleteParams::default()).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_python_memory_provider_drives_the_controller() {
+    let _serial = SERIAL.lock().await;
+    let node = unique_name("py-node");
+    node_and_load_balancer_lifecycle(python_memory(&[&node]), &node, "memory").await;
+}
