@@ -41,12 +41,23 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, then the demo.
 	$(CARGO) test --workspace --locked --no-fail-fast
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory go-sdk
+	$(MAKE) --no-print-directory conformance-go
 	$(MAKE) --no-print-directory demo
 
 .PHONY: conformance
 conformance: ## The provider-conformance CLI against the fake-provider binary.
 	$(CARGO) build --locked -p ccm-fake-provider -p ccm-provider-conformance
 	hack/conformance.sh
+
+.PHONY: go-sdk
+go-sdk: ## Go provider SDK and example: stubs current (buf generate + diff), gofmt, go vet, go test.
+	hack/go-sdk.sh
+
+.PHONY: conformance-go
+conformance-go: ## The provider-conformance CLI against the Go example (fake.Cloud through the Go adapter).
+	$(CARGO) build --locked -p ccm-provider-conformance
+	hack/conformance-go.sh
 
 .PHONY: bench
 bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services.
