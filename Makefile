@@ -43,6 +43,8 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory python-sdk
 	$(MAKE) --no-print-directory conformance-python
+	$(MAKE) --no-print-directory go-sdk
+	$(MAKE) --no-print-directory conformance-go
 	$(MAKE) --no-print-directory demo
 
 # Property tests (proptest), the project's fuzzing: they run on stable Rust
@@ -69,6 +71,14 @@ python-sdk: ## Python provider SDK: stubs up to date, ruff check + format, pytes
 conformance-python: ## The provider-conformance CLI against the Python example provider.
 	$(CARGO) build --locked -p ccm-provider-conformance
 	hack/conformance-python.sh
+.PHONY: go-sdk
+go-sdk: ## Go provider SDK and example: stubs current (buf generate + diff), gofmt, go vet, go test.
+	hack/go-sdk.sh
+
+.PHONY: conformance-go
+conformance-go: ## The provider-conformance CLI against the Go example (fake.Cloud through the Go adapter).
+	$(CARGO) build --locked -p ccm-provider-conformance
+	hack/conformance-go.sh
 
 .PHONY: bench
 bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services.

@@ -1,0 +1,32 @@
+package adapter
+
+import (
+	"errors"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
+)
+
+// cloudError maps an error of the cloud to the contract (see the package
+// documentation). ImplementedElsewhere is handled by the load balancer
+// methods before, where it is an answer.
+func cloudError(err error) error {
+	var e *sdk.Error
+	var retry *api.RetryError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &e):
+		return sdk.FromError(err)
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return sdk.InstanceNotFound(err.Error())
+	case errors.Is(err, cloudprovider.NotImplemented):
+		return sdk.Unimplemented(err.Error())
+	case errors.As(err, &retry):
+		return sdk.RetryAfter(err.Error(), retry.RetryAfter())
+	default:
+		return sdk.FromError(err)
+	}
+}

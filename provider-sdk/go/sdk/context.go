@@ -1,0 +1,112 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+type callKey struct{}
+
+type call struct {
+	requestID string
+	token     *Token
+}
+
+// RequestID is the controller's x-ccm-request-id of the call, or an id the
+// SDK generated when the request had none. Log it with the request.
+func RequestID(ctx context.Context) string {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c.requestID
+	}
+	return ""
+}
+
+// FencingToken is the fencing token of the leader that sent the call, if
+// it carried one (mutations from a controller running with leader
+// election). A malformed token never reaches a handler: the SDK answers
+// INVALID_ARGUMENT for it.
+func FencingToken(ctx context.Context) (Token, bool) {
+	if c, ok := ctx.Value(callKey{}).(*call); ok && c.token != nil {
+		return *c.token, true
+	}
+	return Token{}, false
+}
+
+var nextID atomic.Uint64
+
+// callContext reads the request id and the fencing token of one call; a
+// malformed fencing token is refused naming the metadata key, as a write
+// whose sender cannot be told must not be applied.
+func callContext(ctx context.Context) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c := &call{}
+	if ids := md.Get(RequestIDMetadata); len(ids) > 0 && ids[0] != "" && len(ids[0]) <= 128 {
+		c.requestID = ids[0]
+	} else {
+		c.requestID = fmt.Sprintf("sdk-%d-%d", os.Getpid(), nextID.Add(1))
+	}
+	if tokens := md.Get(FencingTokenMetadata); len(tokens) > 0 {
+		field := "metadata[" + FencingTokenMetadata + "]"
+		if len(tokens) > 1 {
+			return ctx, InvalidRequest(field, fmt.Sprintf("given %d times", len(tokens)))
+		}
+		t, err := ParseToken(tokens[0])
+		if err != nil {
+			return ctx, InvalidRequest(field, err.Error())
+		}
+		c.token = &t
+	}
+	return context.WithValue(ctx, callKey{}, c), nil
+}
+
+const contractPackage = "ccmrs.cloudprovider.v1"
+
+// UnaryInterceptor gives the contract's handlers the call's request id and fencing token
+// (RequestID, FencingToken), refuses a malformed fencing token, turns a
+// handler's panic into INTERNAL, logs failures with the request id, and
+// turns every error into a contract error (FromError).
+func UnaryInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		if !strings.HasPrefix(info.FullMethod, "/"+contractPackage+".") {
+			// Health and reflection answer with their own codes.
+			return handler(ctx, req)
+		}
+		start := time.Now()
+		ctx, err = callContext(ctx)
+		if err == nil {
+			resp, err = protect(ctx, req, handler, logger, info.FullMethod)
+		}
+		if err == nil {
+			return resp, nil
+		}
+		e := FromError(err)
+		logger.LogAttrs(ctx, slog.LevelDebug, "call failed",
+			slog.String("method", info.FullMethod), slog.String("request_id", RequestID(ctx)),
+			slog.String("code", e.Code.String()), slog.String("reason", ReasonName(e.Reason)),
+			slog.Duration("took", time.Since(start)), slog.String("error", e.Error()))
+		return nil, e
+	}
+}
+
+func protect(ctx context.Context, req any, handler grpc.UnaryHandler, logger *slog.Logger, method string) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			logger.Error("handler panicked", "method", method, "request_id", RequestID(ctx),
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			resp, err = nil, Internal(fmt.Sprintf("provider panicked: %v", p))
+		}
+	}()
+	return handler(ctx, req)
+}

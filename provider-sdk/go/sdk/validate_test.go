@@ -1,0 +1,185 @@
+package sdk
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1"
+)
+
+func serviceFixture() *pb.Service {
+	return &pb.Service{
+		Namespace: "default",
+		Name:      "web",
+		Uid:       "0b7d8a43-3c8e-4d1b-9d55-9e7d2f2c1a11",
+		Ports: []*pb.ServicePort{{
+			Protocol: pb.Protocol_PROTOCOL_TCP, Port: 80, NodePort: 30080,
+		}},
+		ExternalTrafficPolicy: pb.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
+		SessionAffinity:       pb.SessionAffinity_SESSION_AFFINITY_NONE,
+	}
+}
+
+func TestACompleteServicePasses(t *testing.T) {
+	if v := CheckService("service", serviceFixture()); v != nil {
+		t.Fatal(v)
+	}
+}
+
+func TestEachBrokenServiceFieldIsNamed(t *testing.T) {
+	cases := []struct {
+		field string
+		brk   func(*pb.Service)
+	}{
+		{"service.uid", func(s *pb.Service) { s.Uid = "" }},
+		{"service.namespace", func(s *pb.Service) { s.Namespace = strings.Repeat("n", 254) }},
+		{"service.ports", func(s *pb.Service) { s.Ports = nil }},
+		{"service.ports[0].protocol", func(s *pb.Service) { s.Ports[0].Protocol = 0 }},
+		{"service.ports[0].protocol", func(s *pb.Service) { s.Ports[0].Protocol = 99 }},
+		{"service.ports[0].port", func(s *pb.Service) { s.Ports[0].Port = 70000 }},
+		{"service.ports[0].node_port", func(s *pb.Service) { s.Ports[0].NodePort = -1 }},
+		{"service.load_balancer_source_ranges[0]", func(s *pb.Service) { s.LoadBalancerSourceRanges = []string{"10.0.0.0/33"} }},
+		{"service.external_traffic_policy", func(s *pb.Service) { s.ExternalTrafficPolicy = 0 }},
+		{"service.internal_traffic_policy", func(s *pb.Service) { s.InternalTrafficPolicy = 7 }},
+		{"service.session_affinity", func(s *pb.Service) { s.SessionAffinity = 0 }},
+		{"service.ip_families[0]", func(s *pb.Service) { s.IpFamilies = []pb.IpFamily{0} }},
+		{"service.ip_family_policy", func(s *pb.Service) { s.IpFamilyPolicy = 9 }},
+		{"service.load_balancer_ip", func(s *pb.Service) { s.LoadBalancerIp = "1.2.3" }},
+		{"service.cluster_ips[0]", func(s *pb.Service) { s.ClusterIps = []string{"10.0.0"} }},
+		{"service.annotations", func(s *pb.Service) {
+			s.Annotations = map[string]string{"big": strings.Repeat("x", MaxAnnotationsBytes)}
+		}},
+		{"service.labels[k]", func(s *pb.Service) { s.Labels = map[string]string{"k": strings.Repeat("v", 64)} }},
+		{"service.status.ingress[0]", func(s *pb.Service) {
+			s.Status = &pb.LoadBalancerStatus{Ingress: []*pb.LoadBalancerIngress{{}}}
+		}},
+	}
+	for _, c := range cases {
+		s := serviceFixture()
+		c.brk(s)
+		v := CheckService("service", s)
+		if v == nil || v.Field != c.field {
+			t.Errorf("want a violation of %s, got %v", c.field, v)
+		}
+	}
+	if v := CheckService("service", nil); v == nil || v.Field != "service" {
+		t.Errorf("nil service: %v", v)
+	}
+	// Reads and the delete need no ports.
+	s := serviceFixture()
+	s.Ports = nil
+	if v := CheckServiceRef("service", s); v != nil {
+		t.Errorf("CheckServiceRef without ports: %v", v)
+	}
+	s.ClusterIps = []string{"None"}
+	if v := CheckServiceRef("service", s); v != nil {
+		t.Errorf("headless: %v", v)
+	}
+}
+
+func TestNodeAddressesOfIPTypesMustParse(t *testing.T) {
+	bad := &pb.NodeAddress{Type: pb.NodeAddressType_NODE_ADDRESS_TYPE_INTERNAL_IP, Address: "not-an-ip"}
+	if v := CheckNodeAddress("a", bad); v == nil || v.Field != "a.address" {
+		t.Errorf("got %v", v)
+	}
+	host := &pb.NodeAddress{Type: pb.NodeAddressType_NODE_ADDRESS_TYPE_HOSTNAME, Address: "node-1"}
+	if v := CheckNodeAddress("a", host); v != nil {
+		t.Errorf("got %v", v)
+	}
+	if v := CheckNodeAddress("a", &pb.NodeAddress{Address: "x"}); v == nil || v.Field != "a.type" {
+		t.Errorf("got %v", v)
+	}
+}
+
+func TestNodeRefs(t *testing.T) {
+	cases := []struct {
+		node  *pb.NodeRef
+		field string
+	}{
+		{nil, "node"},
+		{&pb.NodeRef{}, "node.name"},
+		{&pb.NodeRef{Name: "n", Addresses: []*pb.NodeAddress{{Type: 2, Address: "10.0.0.1"}, {Type: 3, Address: "x"}}}, "node.addresses[1].address"},
+		{&pb.NodeRef{Name: "n", Labels: map[string]string{"-bad": ""}}, "node.labels[-bad]"},
+		{&pb.NodeRef{Name: "n", Annotations: map[string]string{"": "v"}}, "node.annotations"},
+	}
+	for _, c := range cases {
+		if v := CheckNodeRef("node", c.node); v == nil || v.Field != c.field {
+			t.Errorf("%v: want %s, got %v", c.node, c.field, v)
+		}
+	}
+}
+
+func TestLabelSyntaxIsKubernetesSyntax(t *testing.T) {
+	for _, ok := range []string{"a", "example.com/rack", "team_1.x-y", "k8s.io/x"} {
+		if v := CheckLabelKey("f", ok); v != nil {
+			t.Errorf("%q: %v", ok, v)
+		}
+	}
+	for _, bad := range []string{"", "-a", "a-", "Example.com/x", "a/b/c", "/x", "x/", "has space"} {
+		if CheckLabelKey("f", bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, ok := range []string{"", "zone-a_1.b"} {
+		if v := CheckLabelValue("f", ok); v != nil {
+			t.Errorf("%q: %v", ok, v)
+		}
+	}
+	for _, bad := range []string{"-x", "x y", "x/y", strings.Repeat("v", 64)} {
+		if CheckLabelValue("f", bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if CheckProviderID("f", "fake://i-1") != nil {
+		t.Error("fake://i-1 refused")
+	}
+	for _, bad := range []string{"", "i-1", "://x", "fake://", "fake://a b"} {
+		if CheckProviderID("f", bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestCIDRsAndIPs(t *testing.T) {
+	for _, ok := range []string{"10.0.0.0/8", "fd00::/64", "0.0.0.0/0"} {
+		if v := CheckCIDR("f", ok); v != nil {
+			t.Errorf("%q: %v", ok, v)
+		}
+	}
+	for _, bad := range []string{"10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8", "10.0.0.0/33"} {
+		if CheckCIDR("f", bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if CheckIP("f", "::1") != nil {
+		t.Error("::1 refused")
+	}
+	for _, bad := range []string{"256.0.0.1", "fe80::1%eth0", ""} {
+		if CheckIP("f", bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestRoutesVolumesAndMetadata(t *testing.T) {
+	if v := CheckRoute("route", &pb.Route{DestinationCidr: "10.0.0.0/24"}); v == nil || v.Field != "route.target_node" {
+		t.Errorf("route without target: %v", v)
+	}
+	if v := CheckRoute("route", &pb.Route{DestinationCidr: "10.0.0.0/24", Blackhole: true}); v != nil {
+		t.Errorf("blackhole route: %v", v)
+	}
+	if v := CheckVolume("volume", &pb.Volume{Name: "pv", Driver: "d"}); v == nil || v.Field != "volume.volume_id" {
+		t.Errorf("volume: %v", v)
+	}
+	md := &pb.InstanceMetadata{ProviderId: "fake://i-1", Zone: "zone a"}
+	if v := CheckInstanceMetadata("metadata", md); v == nil || v.Field != "metadata.zone" {
+		t.Errorf("metadata: %v", v)
+	}
+	md = proto.Clone(md).(*pb.InstanceMetadata)
+	md.Zone, md.ProviderId = "", ""
+	if v := CheckInstanceMetadata("metadata", md); v != nil {
+		t.Errorf("empty providerID refused: %v", v)
+	}
+}

@@ -1,0 +1,149 @@
+// go-fake serves k8s.io/cloud-provider's own fake.Cloud through the ccm-rs
+// Go adapter. fake.Cloud is a test spy, not a cloud: some answers are the
+// same for every node and Service, and a failed route call poisons every
+// later one. cloud keeps its data and answers, replacing only those methods.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"net"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/adapter"
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
+)
+
+// newFake is fake.Cloud configured as a small cloud: three instances in one
+// zone, load balancers on 192.0.2.10, routes and volume labels stored.
+func newFake() *fake.Cloud {
+	return &fake.Cloud{
+		EnableInstancesV2: true,
+		ExtID:             map[types.NodeName]string{"conformance-node-1": "i-1", "conformance-node-2": "i-2", "node-3": "i-3"},
+		ProviderID:        map[types.NodeName]string{"conformance-node-1": "fake://i-1", "conformance-node-2": "fake://i-2", "node-3": "fake://i-3"},
+		Addresses:         []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.10"}},
+		Zone:              cloudprovider.Zone{FailureDomain: "fake-a", Region: "fake"},
+		ExternalIP:        net.ParseIP("192.0.2.10"),
+		RouteMap:          map[string]*fake.Route{},
+		ClusterList:       []string{"fake-cluster"},
+		MasterName:        "10.0.0.1",
+		VolumeLabelMap:    map[string]map[string]string{"pv-1": {v1.LabelTopologyZone: "fake-a"}},
+	}
+}
+
+// cloud is fake.Cloud with the methods below; fake.Cloud's accessors would
+// return the embedded *fake.Cloud, skipping them.
+type cloud struct {
+	*fake.Cloud
+	mu sync.Mutex // fake.Cloud's Balancers and RouteMap lookups are not safe for concurrent calls
+}
+
+func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return c, true }
+func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+func (c *cloud) Routes() (cloudprovider.Routes, bool)             { return c, true }
+
+// instance is a node's id in fake.Cloud's ExtID (name → id), or "": fake.Cloud
+// answers the three calls below alike for every node, never InstanceNotFound.
+func (c *cloud) instance(node *v1.Node) string {
+	want, byID := strings.CutPrefix(node.Spec.ProviderID, "fake://")
+	for name, id := range c.ExtID {
+		if byID && id == want || !byID && string(name) == node.Name {
+			return id
+		}
+	}
+	return ""
+}
+
+func (c *cloud) InstanceExists(_ context.Context, n *v1.Node) (bool, error) {
+	return c.instance(n) != "", nil
+}
+func (c *cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	if c.instance(node) == "" {
+		return false, cloudprovider.InstanceNotFound
+	}
+	return c.Cloud.InstanceShutdown(ctx, node)
+}
+func (c *cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if c.instance(node) == "" {
+		return nil, cloudprovider.InstanceNotFound
+	}
+	return c.Cloud.InstanceMetadata(ctx, node)
+}
+
+// fake.Cloud answers Exists for every Service, without the ports Ensure reports.
+func (c *cloud) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.Balancers[c.GetLoadBalancerName(ctx, cluster, svc)]
+	in := v1.LoadBalancerIngress{IP: c.ExternalIP.String(), IPMode: c.BalancerIPMode}
+	for _, p := range b.Ports {
+		in.Ports = append(in.Ports, v1.PortStatus{Port: p.Port, Protocol: p.Protocol})
+	}
+	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{in}}, ok, nil
+}
+
+func (c *cloud) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Cloud.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+}
+
+// fake.Cloud deletes nothing from its Balancers.
+func (c *cloud) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.Balancers, c.GetLoadBalancerName(ctx, cluster, svc))
+	return c.Cloud.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+}
+
+// fake.Cloud fails an identical route, and the deletion of a missing one,
+// then keeps failing every later call (f.Err); routedTo avoids both.
+func (c *cloud) routedTo(cluster, cidr string) (types.NodeName, bool) {
+	for _, r := range c.RouteMap {
+		if r.ClusterName == cluster && r.Route.DestinationCIDR == cidr {
+			return r.Route.TargetNode, true
+		}
+	}
+	return "", false
+}
+func (c *cloud) CreateRoute(ctx context.Context, cluster, hint string, r *cloudprovider.Route) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if to, ok := c.routedTo(cluster, r.DestinationCIDR); ok && to != r.TargetNode {
+		return sdk.ConflictingResource(r.DestinationCIDR + " is routed to " + string(to))
+	} else if !ok {
+		return c.Cloud.CreateRoute(ctx, cluster, hint, r)
+	}
+	return nil
+}
+func (c *cloud) DeleteRoute(ctx context.Context, cluster string, r *cloudprovider.Route) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if to, ok := c.routedTo(cluster, r.DestinationCIDR); ok && to == r.TargetNode {
+		return c.Cloud.DeleteRoute(ctx, cluster, r)
+	}
+	return nil
+}
+
+// fake.Cloud fails for a volume it does not know; DiskNotFound is "no labels".
+func (c *cloud) GetLabelsForVolume(ctx context.Context, pv *v1.PersistentVolume) (map[string]string, error) {
+	if _, ok := c.VolumeLabelMap[pv.Name]; !ok {
+		return nil, cloudprovider.DiskNotFound
+	}
+	return c.Cloud.GetLabelsForVolume(ctx, pv)
+}
+
+func main() {
+	endpoint := flag.String("endpoint", sdk.DefaultEndpoint, "unix:///absolute/path of the provider socket")
+	flag.Parse()
+	if err := adapter.Serve(context.Background(), &cloud{Cloud: newFake()}, adapter.Options{Endpoint: *endpoint}); err != nil {
+		log.Fatal(err)
+	}
+}
