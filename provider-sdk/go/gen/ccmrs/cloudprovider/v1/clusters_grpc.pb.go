@@ -34,7 +34,8 @@ const (
 type ClustersServiceClient interface {
 	// The names of the clusters the provider knows.
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
-	// The address of the named cluster's control plane.
+	// The address of the named cluster's control plane. A cluster ListClusters
+	// does not list is answered NOT_FOUND.
 	Master(ctx context.Context, in *MasterRequest, opts ...grpc.CallOption) (*MasterResponse, error)
 }
 
@@ -75,7 +76,8 @@ func (c *clustersServiceClient) Master(ctx context.Context, in *MasterRequest, o
 type ClustersServiceServer interface {
 	// The names of the clusters the provider knows.
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
-	// The address of the named cluster's control plane.
+	// The address of the named cluster's control plane. A cluster ListClusters
+	// does not list is answered NOT_FOUND.
 	Master(context.Context, *MasterRequest) (*MasterResponse, error)
 	mustEmbedUnimplementedClustersServiceServer()
 }

@@ -23,15 +23,26 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Why a call failed. Every non-OK answer from a provider carries, in the
-// standard grpc-status-details-bin trailer, a google.rpc.Status whose details
-// include a google.rpc.ErrorInfo with domain "ccmrs.cloudprovider.v1" and
+// Why a call failed. Every non-OK answer for one of the reasons below
+// carries, in the standard grpc-status-details-bin trailer, a
+// google.rpc.Status whose details include a google.rpc.ErrorInfo with domain "ccmrs.cloudprovider.v1" and
 // reason = the value's name without "ERROR_REASON_" (for example
-// "INSTANCE_NOT_FOUND"), and the gRPC code given below. The controller
-// decides by reason, falling back to the code when there is no ErrorInfo.
+// "INSTANCE_NOT_FOUND"), and the gRPC code given below. Failures no reason
+// describes (INTERNAL for a provider bug, UNIMPLEMENTED, CANCELLED, plain
+// NOT_FOUND where an RPC's comment says so) carry no ErrorInfo. The
+// controller decides by reason, falling back to the code.
 //
 // status.message is short, human-readable and may be shown to users in
-// Events: it MUST NOT contain secrets.
+// Events: it MUST NOT contain secrets. Messages and BadRequest descriptions
+// SHOULD stay under 4 KiB; the controller cuts longer ones.
+//
+// BadRequest field paths: INVALID_REQUEST names the request's field as the
+// proto spells it (snake_case, dotted, "[i]" for list indexes, "[key]" for
+// map keys, "metadata[<key>]" for gRPC metadata), for example
+// "service.ports[0].protocol". INVALID_SERVICE_SPEC and INVALID_ANNOTATION
+// name the Kubernetes object's field as the API spells it, for example
+// "spec.ports[0].protocol" and "metadata.annotations[<key>]", because users
+// read them in Events.
 //
 // Outcomes that are answers, not failures ("does not exist", "implemented
 // elsewhere") are never errors: they are fields of the responses.
@@ -62,9 +73,11 @@ const (
 	// Details: google.rpc.QuotaFailure OPTIONAL. Distinguishes cloud quota
 	// from gRPC's own message-size RESOURCE_EXHAUSTED.
 	ErrorReason_ERROR_REASON_QUOTA_EXCEEDED ErrorReason = 5
-	// Code ALREADY_EXISTS or FAILED_PRECONDITION. A cloud resource the call
-	// would create or use exists and belongs to something else (for example
-	// a route for the same CIDR to another node).
+	// Code ALREADY_EXISTS when the call would create a resource whose
+	// identity is taken by something else (CreateRoute for a CIDR routed to
+	// another node); FAILED_PRECONDITION when the call would use or change an
+	// existing resource that belongs to something else (a load balancer name
+	// or address owned by another cluster or Service).
 	ErrorReason_ERROR_REASON_CONFLICTING_RESOURCE ErrorReason = 6
 	// Code ABORTED. Another operation on the same idempotency key is in
 	// progress; retry with backoff.
@@ -72,9 +85,10 @@ const (
 	// Code UNAVAILABLE. The cloud API is unreachable or throttling. Details:
 	// google.rpc.RetryInfo OPTIONAL.
 	ErrorReason_ERROR_REASON_CLOUD_UNAVAILABLE ErrorReason = 8
-	// Code PERMISSION_DENIED or UNAUTHENTICATED. The provider's own cloud
-	// credentials are missing, expired or lack a permission. Probe SHOULD
-	// answer NOT_READY meanwhile.
+	// Code UNAUTHENTICATED when the provider's own cloud credentials are
+	// missing, invalid or expired; PERMISSION_DENIED when they are valid but
+	// lack a permission the call needs. Probe SHOULD answer NOT_READY
+	// meanwhile.
 	ErrorReason_ERROR_REASON_CREDENTIALS_INVALID ErrorReason = 9
 	// Code INVALID_ARGUMENT. The request breaks this contract (a REQUIRED
 	// field is missing, an enum is UNSPECIFIED or unknown, an IP or CIDR does

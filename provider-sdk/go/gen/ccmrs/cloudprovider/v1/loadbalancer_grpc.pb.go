@@ -49,12 +49,18 @@ type LoadBalancerServiceClient interface {
 	// vendor_version. Deadline: 5 s.
 	GetLoadBalancerName(ctx context.Context, in *GetLoadBalancerNameRequest, opts ...grpc.CallOption) (*GetLoadBalancerNameResponse, error)
 	// Creates or updates the load balancer to match the Service and nodes, and
-	// returns its status. Desired-state and idempotent: repeating it with the
+	// returns its status. While the load balancer is still being provisioned,
+	// answer UNAVAILABLE / RETRY_AFTER with the delay after which to ask
+	// again; a status with empty ingress is a final answer (the load balancer
+	// exists and has no address to publish), which the controller publishes
+	// as is and does not poll. Desired-state and idempotent: repeating it with the
 	// same input changes nothing; a retry after a timeout continues where the
 	// first call left off. Deadline: up to 5 min.
 	EnsureLoadBalancer(ctx context.Context, in *EnsureLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error)
 	// Updates only the backend nodes of an existing load balancer. Idempotent.
-	// Deadline: up to 5 min.
+	// MUST NOT create a load balancer: when none exists (never ensured, or
+	// deleted out of band) answer NOT_FOUND, never Updated; the controller
+	// then asks GetLoadBalancer and ensures it again. Deadline: up to 5 min.
 	UpdateLoadBalancer(ctx context.Context, in *UpdateLoadBalancerRequest, opts ...grpc.CallOption) (*UpdateLoadBalancerResponse, error)
 	// Deletes the load balancer and everything the provider created for it.
 	// Idempotent: succeeds when nothing exists. MUST NOT answer "implemented
@@ -154,12 +160,18 @@ type LoadBalancerServiceServer interface {
 	// vendor_version. Deadline: 5 s.
 	GetLoadBalancerName(context.Context, *GetLoadBalancerNameRequest) (*GetLoadBalancerNameResponse, error)
 	// Creates or updates the load balancer to match the Service and nodes, and
-	// returns its status. Desired-state and idempotent: repeating it with the
+	// returns its status. While the load balancer is still being provisioned,
+	// answer UNAVAILABLE / RETRY_AFTER with the delay after which to ask
+	// again; a status with empty ingress is a final answer (the load balancer
+	// exists and has no address to publish), which the controller publishes
+	// as is and does not poll. Desired-state and idempotent: repeating it with the
 	// same input changes nothing; a retry after a timeout continues where the
 	// first call left off. Deadline: up to 5 min.
 	EnsureLoadBalancer(context.Context, *EnsureLoadBalancerRequest) (*EnsureLoadBalancerResponse, error)
 	// Updates only the backend nodes of an existing load balancer. Idempotent.
-	// Deadline: up to 5 min.
+	// MUST NOT create a load balancer: when none exists (never ensured, or
+	// deleted out of band) answer NOT_FOUND, never Updated; the controller
+	// then asks GetLoadBalancer and ensures it again. Deadline: up to 5 min.
 	UpdateLoadBalancer(context.Context, *UpdateLoadBalancerRequest) (*UpdateLoadBalancerResponse, error)
 	// Deletes the load balancer and everything the provider created for it.
 	// Idempotent: succeeds when nothing exists. MUST NOT answer "implemented

@@ -234,8 +234,10 @@ type CreateRouteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// REQUIRED. The controller's --cluster-name. Part of the idempotency key.
 	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
-	// REQUIRED. A unique, stable hint for the route's name: the target Node's
-	// metadata.uid.
+	// REQUIRED. A stable hint for the route's name: the target Node's
+	// metadata.uid. Not unique per route: a dual-stack Node gets one route
+	// per family with the same hint, so a provider that derives names from it
+	// MUST add something of destination_cidr.
 	NameHint string `protobuf:"bytes,2,opt,name=name_hint,json=nameHint,proto3" json:"name_hint,omitempty"`
 	// REQUIRED. The route; destination_cidr is part of the idempotency key.
 	Route         *Route `protobuf:"bytes,3,opt,name=route,proto3" json:"route,omitempty"`

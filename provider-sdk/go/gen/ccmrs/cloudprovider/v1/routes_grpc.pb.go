@@ -33,6 +33,11 @@ const (
 // Manages the cloud routes that send a node's pod CIDR to the node.
 // Capability CAPABILITY_ROUTES. A route is identified by (cluster_name,
 // destination_cidr): that pair is the idempotency key of both mutations.
+// CIDRs are compared as values: the controller sends them canonical
+// (network address, prefix length, IPv6 in RFC 5952 form), and providers
+// SHOULD answer them canonical; "10.244.1.0/24" and "10.244.01.0/24" are
+// not both valid, and a listed "fd00:10:244:1::/64" is the same route as a
+// requested "fd00:10:244:1:0::/64".
 type RoutesServiceClient interface {
 	// Lists the routes of cluster_name, paginated. Each route appears on
 	// exactly one page of a listing. Deadline: 30 s per page.
@@ -90,6 +95,11 @@ func (c *routesServiceClient) DeleteRoute(ctx context.Context, in *DeleteRouteRe
 // Manages the cloud routes that send a node's pod CIDR to the node.
 // Capability CAPABILITY_ROUTES. A route is identified by (cluster_name,
 // destination_cidr): that pair is the idempotency key of both mutations.
+// CIDRs are compared as values: the controller sends them canonical
+// (network address, prefix length, IPv6 in RFC 5952 form), and providers
+// SHOULD answer them canonical; "10.244.1.0/24" and "10.244.01.0/24" are
+// not both valid, and a listed "fd00:10:244:1::/64" is the same route as a
+// requested "fd00:10:244:1:0::/64".
 type RoutesServiceServer interface {
 	// Lists the routes of cluster_name, paginated. Each route appears on
 	// exactly one page of a listing. Deadline: 30 s per page.

@@ -1,19 +1,26 @@
 // Shared messages of the ccm-rs provider contract, version 1.
 //
-// Conventions used throughout this package (see docs/contract.md):
+// Conventions used throughout this package (docs/spec.md is the narrative
+// specification: transport, health, versioning, and one error table per
+// RPC; docs/contract.md is this contract rendered as tables):
 //
 // * REQUIRED fields are always set by the sender; a receiver that gets a
 //   message without one answers INVALID_ARGUMENT naming the field.
 // * OPTIONAL fields may be unset; each says what unset means.
-// * Enum zero values (*_UNSPECIFIED) are never valid answers: a receiver
-//   treats them as a protocol error, never as a default.
+// * Enum zero values (*_UNSPECIFIED): in a REQUIRED enum field they are a
+//   protocol error (INVALID_ARGUMENT in a request, an invalid answer in a
+//   response), never a default. An OPTIONAL enum field says what its zero
+//   value means (for example internal_traffic_policy, ip_family_policy and
+//   ip_mode: "unset").
 // * Strings are UTF-8. IP addresses are in their canonical text form
 //   (RFC 5952 for IPv6), CIDRs in "address/prefix" form.
 // * Limits: a name is at most 253 bytes; a label key or value, and an
 //   annotation key, follow Kubernetes' own limits (the apiserver enforces them
 //   before the controller ever sees them); the annotations of one object are
-//   at most 256 KiB. Every message fits in 16 MiB, which both sides MUST
-//   accept.
+//   at most 256 KiB, as the apiserver enforces, and a receiver MUST refuse
+//   more with INVALID_ARGUMENT / INVALID_REQUEST naming the field. Every
+//   message fits in 16 MiB, which both sides MUST accept (gRPC libraries
+//   default to 4 MiB received: raise it).
 // * Every request carries gRPC metadata "x-ccm-request-id", an opaque id the
 //   controller also logs; providers SHOULD log it with the request.
 // * Fencing: with leader election on, every mutation (EnsureLoadBalancer,
@@ -747,11 +754,14 @@ func (x *PortStatus) GetError() string {
 // One ingress point of a load balancer (status.loadBalancer.ingress[]).
 type LoadBalancerIngress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// OPTIONAL. An IP address. At least one of ip and hostname is set.
+	// OPTIONAL. An IP address, not an IPv4-mapped IPv6 one (the apiserver
+	// refuses those). At least one of ip and hostname is set.
 	Ip string `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
-	// OPTIONAL. A DNS name. At least one of ip and hostname is set.
+	// OPTIONAL. A DNS name, not an IP address. At least one of ip and
+	// hostname is set.
 	Hostname string `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	// OPTIONAL. How traffic reaches the backends; unset means VIP.
+	// OPTIONAL. How traffic reaches the backends; unset means VIP. Set only
+	// together with ip: the apiserver refuses it on a hostname-only ingress.
 	IpMode IpMode `protobuf:"varint,3,opt,name=ip_mode,json=ipMode,proto3,enum=ccmrs.cloudprovider.v1.IpMode" json:"ip_mode,omitempty"`
 	// OPTIONAL. Per-port status; empty when the provider does not report it.
 	Ports         []*PortStatus `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
