@@ -61,7 +61,8 @@ class ClustersServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Master(self, request, context):
-        """The address of the named cluster's control plane.
+        """The address of the named cluster's control plane. A cluster ListClusters
+        does not list is answered NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

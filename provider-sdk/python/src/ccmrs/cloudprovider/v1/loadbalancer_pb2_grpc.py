@@ -102,7 +102,11 @@ class LoadBalancerServiceServicer:
 
     def EnsureLoadBalancer(self, request, context):
         """Creates or updates the load balancer to match the Service and nodes, and
-        returns its status. Desired-state and idempotent: repeating it with the
+        returns its status. While the load balancer is still being provisioned,
+        answer UNAVAILABLE / RETRY_AFTER with the delay after which to ask
+        again; a status with empty ingress is a final answer (the load balancer
+        exists and has no address to publish), which the controller publishes
+        as is and does not poll. Desired-state and idempotent: repeating it with the
         same input changes nothing; a retry after a timeout continues where the
         first call left off. Deadline: up to 5 min.
         """
@@ -112,7 +116,9 @@ class LoadBalancerServiceServicer:
 
     def UpdateLoadBalancer(self, request, context):
         """Updates only the backend nodes of an existing load balancer. Idempotent.
-        Deadline: up to 5 min.
+        MUST NOT create a load balancer: when none exists (never ensured, or
+        deleted out of band) answer NOT_FOUND, never Updated; the controller
+        then asks GetLoadBalancer and ensures it again. Deadline: up to 5 min.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -29,6 +29,11 @@ class RoutesServiceStub:
     """Manages the cloud routes that send a node's pod CIDR to the node.
     Capability CAPABILITY_ROUTES. A route is identified by (cluster_name,
     destination_cidr): that pair is the idempotency key of both mutations.
+    CIDRs are compared as values: the controller sends them canonical
+    (network address, prefix length, IPv6 in RFC 5952 form), and providers
+    SHOULD answer them canonical; "10.244.1.0/24" and "10.244.01.0/24" are
+    not both valid, and a listed "fd00:10:244:1::/64" is the same route as a
+    requested "fd00:10:244:1:0::/64".
     """
 
     def __init__(self, channel):
@@ -58,6 +63,11 @@ class RoutesServiceServicer:
     """Manages the cloud routes that send a node's pod CIDR to the node.
     Capability CAPABILITY_ROUTES. A route is identified by (cluster_name,
     destination_cidr): that pair is the idempotency key of both mutations.
+    CIDRs are compared as values: the controller sends them canonical
+    (network address, prefix length, IPv6 in RFC 5952 form), and providers
+    SHOULD answer them canonical; "10.244.1.0/24" and "10.244.01.0/24" are
+    not both valid, and a listed "fd00:10:244:1::/64" is the same route as a
+    requested "fd00:10:244:1:0::/64".
     """
 
     def ListRoutes(self, request, context):
@@ -114,6 +124,11 @@ class RoutesService:
     """Manages the cloud routes that send a node's pod CIDR to the node.
     Capability CAPABILITY_ROUTES. A route is identified by (cluster_name,
     destination_cidr): that pair is the idempotency key of both mutations.
+    CIDRs are compared as values: the controller sends them canonical
+    (network address, prefix length, IPv6 in RFC 5952 form), and providers
+    SHOULD answer them canonical; "10.244.1.0/24" and "10.244.01.0/24" are
+    not both valid, and a listed "fd00:10:244:1::/64" is the same route as a
+    requested "fd00:10:244:1:0::/64".
     """
 
     @staticmethod
