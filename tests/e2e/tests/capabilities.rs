@@ -10,9 +10,9 @@ use ccm_fake_provider::FakeConfig;
 use ccm_provider_sdk::ProviderServer;
 use ccm_testsupport::unique_name;
 use common::*;
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use tokio::sync::oneshot;
 
 /// GET over plain HTTP/1.0 on loopback; the response, or why not.
@@ -63,25 +63,7 @@ async fn controllers_follow_the_providers_capabilities() {
     let services: Api<Service> = Api::namespaced(h.admin.clone(), &h.ns);
     let name = unique_name("late");
     services
-        .create(
-            &PostParams::default(),
-            &Service {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    ..Default::default()
-                },
-                spec: Some(ServiceSpec {
-                    type_: Some("LoadBalancer".into()),
-                    ports: Some(vec![ServicePort {
-                        port: 80,
-                        protocol: Some("TCP".into()),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
+        .create(&PostParams::default(), &common::lb_service(&name, 80))
         .await
         .unwrap();
 

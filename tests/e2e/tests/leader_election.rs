@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ccm_fake_provider::{CallOutcome, FakeCloud, FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
@@ -403,22 +403,7 @@ async fn a_deposed_leaders_late_mutation_is_refused_by_the_provider() {
     let mut a = c.replica("fence-a", "service");
     c.wait_holder(&a).await;
     let b = c.replica("fence-b", "service");
-    let svc = Service {
-        metadata: ObjectMeta {
-            name: Some("fenced".into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let svc = common::lb_service("fenced", 80);
     services.create(&PostParams::default(), &svc).await.unwrap();
     // The fake notes a mutation's token when it arrives.
     let a_term = eventually("fence-a's Ensure to reach the provider", || async {

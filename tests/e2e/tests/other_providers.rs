@@ -14,9 +14,9 @@ use ccm_fake_provider::FakeConfig;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::unique_name;
 use common::*;
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, PostParams};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -156,22 +156,7 @@ async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme
 
     let services: Api<Service> = Api::namespaced(h.admin.clone(), &h.ns);
     let name = unique_name("lb");
-    let svc = Service {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let svc = common::lb_service(&name, 80);
     services.create(&PostParams::default(), &svc).await.unwrap();
     let ingress = eventually("the Service to get its ingress", || async {
         let s = services.get(&name).await.map_err(|e| e.to_string())?;

@@ -12,32 +12,13 @@ use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeConfig, LoadBalancer, Met
 use ccm_provider_sdk::proto;
 use ccm_testsupport::unique_name;
 use common::*;
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const CONDITION: &str = "LoadBalancerReady";
-
-fn lb_service(name: &str, port: i32) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// A harness on a clean slate: whatever an earlier failed scenario left
 /// (Services still holding our finalizer, Nodes) is removed first, so one

@@ -307,3 +307,23 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A `type: LoadBalancer` Service with one TCP port.
+pub fn lb_service(name: &str, port: i32) -> k8s_openapi::api::core::v1::Service {
+    k8s_openapi::api::core::v1::Service {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+                port,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
