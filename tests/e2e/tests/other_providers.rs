@@ -1,6 +1,6 @@
-//! The controller against providers written in other languages, each run
-//! as its own process on a socket, with the same scenario the Rust fake
-//! passes: a Node registered by kubelet is initialised (providerID, zone
+//! The controller against every provider in the repository, each run as
+//! its own process on a socket (the Rust fake, the Go adapter over
+//! upstream's fake.Cloud, the Python in-memory example), with one scenario: a Node registered by kubelet is initialised (providerID, zone
 //! labels, taint removed), a LoadBalancer Service gets its ingress, and
 //! deleting the Service deletes the load balancer and releases the
 //! finalizer. The real apiserver, the controller as its ServiceAccount.
@@ -103,6 +103,35 @@ fn python_memory(nodes: &[&str]) -> Provider {
         &args,
         &[("PYTHONPATH", repo().join("provider-sdk/python/src"))],
     )
+}
+
+/// The Rust fake provider's binary, built now so it is never stale.
+fn rust_fake(nodes: &[&str]) -> Provider {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--locked", "-p", "ccm-fake-provider"])
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(status.success(), "building ccm-fake-provider");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("target"));
+    let args = vec![
+        "--auto-create-instances=false".to_owned(),
+        format!("--instances-file={}", instances_file(nodes).display()),
+    ];
+    Provider::spawn(&target.join("debug/fake-provider"), &args, &[])
+}
+
+/// A fake-provider instances file declaring `nodes`, kept for the test.
+fn instances_file(nodes: &[&str]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{}.json", unique_name("instances")));
+    let entries: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|n| serde_json::json!({ "name": n }))
+        .collect();
+    std::fs::write(&path, serde_json::to_string(&entries).unwrap()).unwrap();
+    path
 }
 
 /// The Go example: k8s.io/cloud-provider's fake.Cloud through the Go
@@ -213,4 +242,11 @@ async fn the_python_memory_provider_drives_the_controller() {
 async fn the_go_adapter_over_fake_cloud_drives_the_controller() {
     let _serial = SERIAL.lock().await;
     node_and_load_balancer_lifecycle(go_fake(), "node-3", "fake").await;
+}
+
+#[tokio::test]
+async fn the_rust_fake_provider_process_drives_the_controller() {
+    let _serial = SERIAL.lock().await;
+    let node = unique_name("rs-node");
+    node_and_load_balancer_lifecycle(rust_fake(&[&node]), &node, "fake").await;
 }
