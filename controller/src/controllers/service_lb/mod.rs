@@ -46,6 +46,10 @@ use decide::{SpecError, Standing};
 /// so a burst (a node pool scaling) becomes one update per Service.
 const BACKEND_COALESCE: Duration = Duration::from_secs(1);
 
+/// The shortest and longest wait a provider's RETRY_AFTER can ask for.
+const RETRY_AFTER_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(600));
+
 /// Why one sync failed. The text is what the Warning event says after
 /// "Error syncing load balancer: ".
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +77,15 @@ fn kube_op(op: &'static str) -> impl FnOnce(kube::Error) -> SyncError {
 }
 
 impl SyncError {
-    /// The delay the provider asked for (RetryInfo), honoured exactly.
+    /// The delay the provider asked for (RetryInfo), honoured within
+    /// [`RETRY_AFTER_BOUNDS`]: a zero delay must not become a busy loop,
+    /// nor a huge one a Service forgotten for days.
     fn retry_delay(&self) -> Option<Duration> {
         match self {
-            SyncError::Provider { source, .. } => source.provider_error()?.retry_after_delay(),
+            SyncError::Provider { source, .. } => source
+                .provider_error()?
+                .retry_after_delay()
+                .map(|d| d.clamp(RETRY_AFTER_BOUNDS.0, RETRY_AFTER_BOUNDS.1)),
             _ => None,
         }
     }
@@ -729,6 +738,27 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn retry_after_is_honoured_within_bounds() {
+        let asked = |d: Duration| SyncError::Provider {
+            op: "ensure load balancer",
+            source: ClientError::Provider(ccm_provider_sdk::ProviderError::retry_after("wait", d)),
+        };
+        assert_eq!(
+            asked(Duration::from_secs(7)).retry_delay(),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            asked(Duration::ZERO).retry_delay(),
+            Some(RETRY_AFTER_BOUNDS.0),
+            "zero is not a busy loop"
+        );
+        assert_eq!(
+            asked(Duration::from_secs(86_400)).retry_delay(),
+            Some(RETRY_AFTER_BOUNDS.1)
+        );
     }
 
     #[tokio::test(start_paused = true)]

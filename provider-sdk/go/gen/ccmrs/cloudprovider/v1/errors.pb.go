@@ -57,8 +57,8 @@ const (
 	ErrorReason_ERROR_REASON_INSTANCE_NOT_FOUND ErrorReason = 1
 	// Code UNAVAILABLE. The operation is progressing but not done (for
 	// example a load balancer still provisioning); call again after the delay.
-	// Details: google.rpc.RetryInfo REQUIRED; the controller waits exactly
-	// retry_delay.
+	// Details: google.rpc.RetryInfo REQUIRED; the controller waits
+	// retry_delay, held between 1 s and 10 min.
 	ErrorReason_ERROR_REASON_RETRY_AFTER ErrorReason = 2
 	// Code INVALID_ARGUMENT. The Service's spec cannot be realised by this
 	// cloud (for example an unsupported protocol). Details:
