@@ -47,8 +47,7 @@ use decide::{SpecError, Standing};
 const BACKEND_COALESCE: Duration = Duration::from_secs(1);
 
 /// The shortest and longest wait a provider's RETRY_AFTER can ask for.
-const RETRY_AFTER_BOUNDS: (Duration, Duration) =
-    (Duration::from_secs(1), Duration::from_secs(600));
+const RETRY_AFTER_BOUNDS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(600));
 
 /// Why one sync failed. The text is what the Warning event says after
 /// "Error syncing load balancer: ".
