@@ -127,7 +127,17 @@ func (a loadBalancers) UpdateLoadBalancer(ctx context.Context, req *pb.UpdateLoa
 	if err := started(ctx); err != nil {
 		return nil, err
 	}
-	err := a.lb.UpdateLoadBalancer(ctx, req.GetClusterName(), toService(req.GetService()), toNodes(req.GetNodes()))
+	// The contract: never "updated" (nor created) for a load balancer that
+	// does not exist, so the controller learns it must ensure it again;
+	// cloudprovider implementations often answer nil for it.
+	svc := toService(req.GetService())
+	_, exists, err := a.lb.GetLoadBalancer(ctx, req.GetClusterName(), svc)
+	if err == nil && !exists {
+		return nil, sdk.NotFound("no load balancer for service " + svc.Namespace + "/" + svc.Name)
+	}
+	if err == nil {
+		err = a.lb.UpdateLoadBalancer(ctx, req.GetClusterName(), svc, toNodes(req.GetNodes()))
+	}
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return &pb.UpdateLoadBalancerResponse{Result: &pb.UpdateLoadBalancerResponse_ImplementedElsewhere{
 			ImplementedElsewhere: elsewhere(err),

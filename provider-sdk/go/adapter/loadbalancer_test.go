@@ -182,12 +182,16 @@ func TestMutationsOfACallerThatGaveUpDoNotStart(t *testing.T) {
 
 func TestOtherLoadBalancerCalls(t *testing.T) {
 	elsewhere := fmt.Errorf("x: %w", cloudprovider.ImplementedElsewhere)
-	// Update: updated, or implemented elsewhere.
-	a := loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{}}, Options{})}
+	// Update: updated, NOT_FOUND when there is nothing to update (never
+	// "updated"), or implemented elsewhere.
+	a := loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{exists: true}}, Options{})}
 	u, err := a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
 	if err != nil || u.GetUpdated() == nil {
 		t.Errorf("Update = %v, %v", u, err)
 	}
+	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{}}, Options{})}
+	_, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
+	checkErr(t, "Update of a missing load balancer", err, want{code: codes.NotFound})
 	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{err: elsewhere}}, Options{})}
 	u, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
 	if err != nil || u.GetImplementedElsewhere() == nil {

@@ -3,6 +3,8 @@ package adapter
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -77,6 +79,15 @@ func (a clusters) ListClusters(ctx context.Context, _ *pb.ListClustersRequest) (
 func (a clusters) Master(ctx context.Context, req *pb.MasterRequest) (*pb.MasterResponse, error) {
 	if v := sdk.CheckName("cluster_name", req.GetClusterName()); v != nil {
 		return nil, v.Invalid()
+	}
+	// The contract answers NOT_FOUND for a cluster the provider does not
+	// list; cloudprovider.Clusters implementations often answer anything.
+	names, err := a.clusters.ListClusters(ctx)
+	if err != nil {
+		return nil, cloudError(err)
+	}
+	if !slices.Contains(names, req.GetClusterName()) {
+		return nil, sdk.NotFound("no cluster " + strconv.Quote(req.GetClusterName()))
 	}
 	address, err := a.clusters.Master(ctx, req.GetClusterName())
 	if err != nil {

@@ -141,7 +141,9 @@ func TestZonesAndClusters(t *testing.T) {
 	if err != nil || m.Address != "10.0.0.1" {
 		t.Errorf("Master = %v, %v", m, err)
 	}
-	c = clusters{Adapter: newAdapter(t, &testCloud{clusters: &testClusters{}}, Options{})}
+	_, err = c.Master(ctx, &pb.MasterRequest{ClusterName: "b"})
+	checkErr(t, "unlisted cluster", err, want{code: codes.NotFound})
+	c = clusters{Adapter: newAdapter(t, &testCloud{clusters: &testClusters{names: []string{"a"}}}, Options{})}
 	_, err = c.Master(ctx, &pb.MasterRequest{ClusterName: "a"})
 	checkErr(t, "empty address", err, want{code: codes.Internal})
 	_, err = c.Master(ctx, &pb.MasterRequest{})

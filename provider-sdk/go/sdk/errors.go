@@ -146,6 +146,11 @@ func NotLeader(newest Token) *Error {
 // Internal: a provider bug or an unexpected cloud answer (INTERNAL).
 func Internal(message string) *Error { return newError(codes.Internal, 0, message) }
 
+// NotFound: the resource the call operates on does not exist (NOT_FOUND,
+// no reason): UpdateLoadBalancer of a load balancer that is gone, Master of
+// a cluster ListClusters does not list.
+func NotFound(message string) *Error { return newError(codes.NotFound, 0, message) }
+
 // Unimplemented: the method is not implemented (UNIMPLEMENTED).
 func Unimplemented(message string) *Error { return newError(codes.Unimplemented, 0, message) }
 
