@@ -38,10 +38,18 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 	hack/buf.sh
 
 .PHONY: test
-test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, then the demo.
-	$(CARGO) test --workspace --locked --no-fail-fast
+test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo.
+	$(CARGO) test --workspace --locked --no-fail-fast --exclude ccm-chaos
+	CHAOS_SCALE=1 $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory demo
+
+# The long form's size (1 to 20); 1 is the short form `make test` runs.
+CHAOS_SCALE ?= 5
+
+.PHONY: chaos
+chaos: testenv-bin ## The chaos suite, long form (CHAOS_SCALE=5; CHAOS_SEED=N repeats a run's choices): kill -9, SIGSTOP, restarts; prints the counts.
+	CHAOS_SCALE=$(CHAOS_SCALE) $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 
 .PHONY: conformance
 conformance: ## The provider-conformance CLI against the fake-provider binary.
