@@ -38,8 +38,9 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf li
 	hack/buf.sh
 
 .PHONY: test
-test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, then the demo.
-	$(CARGO) test --workspace --locked --no-fail-fast
+test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo.
+	$(CARGO) test --workspace --locked --no-fail-fast --exclude ccm-chaos
+	CHAOS_SCALE=1 $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory python-sdk
 	$(MAKE) --no-print-directory conformance-python
@@ -57,6 +58,13 @@ FUZZ_CASES ?= 12000
 .PHONY: fuzz
 fuzz: ## Property tests (fuzzing) with FUZZ_CASES=12000 cases each, under 10 min; make test runs them with 256.
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --locked -p ccm-provider-sdk -p cloud-controller-manager --lib -- proptests
+
+# The long form's size (1 to 20); 1 is the short form `make test` runs.
+CHAOS_SCALE ?= 5
+
+.PHONY: chaos
+chaos: testenv-bin ## The chaos suite, long form (CHAOS_SCALE=5; CHAOS_SEED=N repeats a run's choices): kill -9, SIGSTOP, restarts; prints the counts.
+	CHAOS_SCALE=$(CHAOS_SCALE) $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 
 .PHONY: conformance
 conformance: ## The provider-conformance CLI against the fake-provider binary.

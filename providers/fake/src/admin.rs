@@ -11,6 +11,7 @@
 //! | POST | `/instances` | [`crate::InstanceSpec`] | `Instance` |
 //! | DELETE | `/instances/{name}` | | `{"existed": bool}`; the name stays removed either way |
 //! | POST | `/instances/{name}/shutdown`, `/instances/{name}/start` | | 204 / 404 |
+//! | DELETE | `/load-balancers/{name}` | | `{"existed": bool}`: deleted by its cloud name behind the controller's back, as from a cloud console |
 //! | GET | `/faults` | | [`crate::FaultsSnapshot`] |
 //! | DELETE | `/faults` | | 204: clears latency, errors, rate limit |
 //! | PUT | `/faults/latency` | `{"method": "EnsureLoadBalancer" \| "*", "ms": 500}` (0 clears) | 204 |
@@ -137,6 +138,16 @@ pub fn router(fake: FakeCloud) -> Router {
                 |State(f): State<FakeCloud>, UrlPath(name): UrlPath<String>| async move {
                     f.start_instance(&name)?;
                     ApiResult::Ok(StatusCode::NO_CONTENT)
+                },
+            ),
+        )
+        .route(
+            "/load-balancers/{name}",
+            axum::routing::delete(
+                |State(f): State<FakeCloud>, UrlPath(name): UrlPath<String>| async move {
+                    Json(serde_json::json!({
+                        "existed": f.delete_load_balancer_out_of_band(&name)
+                    }))
                 },
             ),
         )

@@ -187,6 +187,32 @@ async fn admin_api_controls_the_running_fake() {
     assert_eq!(state["load_balancers"][0]["ip"], "192.0.2.2");
     assert_eq!(state["removed"], json!(["i-web1", "web-1"]));
 
+    // A load balancer deleted out of band, by its cloud name.
+    c.ensure_load_balancer("k", service("b"), vec![])
+        .await
+        .unwrap();
+    let name = state["load_balancers"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, body) = http(&socket, "DELETE", &format!("/load-balancers/{name}"), None).await;
+    assert_eq!((code, &body["existed"]), (200, &json!(true)));
+    let (code, body) = http(&socket, "DELETE", &format!("/load-balancers/{name}"), None).await;
+    assert_eq!((code, &body["existed"]), (200, &json!(false)));
+    let (_, state) = http(&socket, "GET", "/state", None).await;
+    let left: Vec<&str> = state["load_balancers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lb| lb["service_uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["b"], "only the named one is gone");
+    assert_eq!(
+        state["allocated_ips"],
+        json!(["192.0.2.3"]),
+        "its address is free"
+    );
+
     // Readiness.
     assert_eq!(
         http(

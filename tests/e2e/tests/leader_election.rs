@@ -36,7 +36,7 @@ fn repo() -> PathBuf {
 
 /// The controller binary, built now so it is never stale.
 fn controller_binary() -> PathBuf {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let status = ccm_testsupport::cargo()
         .args([
             "build",
             "--locked",
@@ -45,7 +45,6 @@ fn controller_binary() -> PathBuf {
             "--bin",
             "cloud-controller-manager",
         ])
-        .current_dir(repo())
         .status()
         .unwrap();
     assert!(status.success(), "building cloud-controller-manager");

@@ -98,6 +98,17 @@ impl TestEnv {
         })
     }
 
+    /// A handle on a control plane the caller started with [`spawn_testenv`]
+    /// and stops itself (the handle owns no process), for tests that need
+    /// their own apiserver, e.g. to restart it or to have two clusters.
+    pub fn attach(ready: &ReadyLine) -> TestEnv {
+        TestEnv {
+            kubeconfig: ready.kubeconfig.clone(),
+            url: ready.url.clone(),
+            pid: Some(ready.pid),
+        }
+    }
+
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
@@ -327,6 +338,45 @@ pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyL
             )
         }
     }
+}
+
+/// `cargo` (the one running the tests), at the workspace root, for tests
+/// that build the binaries they run as processes.
+///
+/// Without the variables cargo sets for a test binary (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, …): build scripts that watch one of them (ring's watches
+/// `CARGO_MANIFEST_DIR`) would otherwise see it change between this build
+/// and the outer `cargo test`, and every run would rebuild ring, rustls, kube
+/// and the controller, twice.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if key.starts_with("CARGO_PKG_")
+            || matches!(
+                key,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            )
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    cmd
+}
+
+/// Spawns `cmd` so that it gets SIGTERM when the test process dies, even
+/// outright (`PR_SET_PDEATHSIG`, from a thread that lives as long as the
+/// process): for helper processes a test starts and must never outlive it.
+pub fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
+    set_parent_death_signal(&mut cmd);
+    spawn_from_immortal_thread(cmd)
 }
 
 /// Sends SIGTERM and waits for the child to exit, returning its exit status.

@@ -238,14 +238,27 @@ impl Lb {
         patch: Value,
         op: &'static str,
     ) -> Result<(), SyncError> {
+        self.patch_status_if_present(svc, patch, op)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`Lb::patch_status`], saying whether the Service was still there
+    /// (false: it is gone, nothing was written).
+    async fn patch_status_if_present(
+        &self,
+        svc: &Service,
+        patch: Value,
+        op: &'static str,
+    ) -> Result<bool, SyncError> {
         let name = svc.metadata.name.as_deref().unwrap_or_default();
         match self
             .services_api(svc)
             .patch_status(name, &self.ctx.patch_params(), &Patch::Strategic(patch))
             .await
         {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
             Err(e) => Err(kube_op(op)(e)),
         }
     }
@@ -363,13 +376,21 @@ impl Lb {
                 first.insert("status".into(), json!({ "conditions": [c] }));
             }
         }
-        if !first.is_empty() {
-            self.patch_status(
-                svc,
-                Value::Object(first),
-                "add load balancer cleanup finalizer",
-            )
-            .await?;
+        if !first.is_empty()
+            && !self
+                .patch_status_if_present(
+                    svc,
+                    Value::Object(first),
+                    "add load balancer cleanup finalizer",
+                )
+                .await?
+        {
+            // Deleted since the cache showed it (a create quickly followed
+            // by a delete): no finalizer could go on, so a load balancer
+            // created now would be seen by no deletion, and the deletion
+            // itself is never reconciled. Nothing to do.
+            tracing::info!(service = %key, "service deleted before its finalizer was added; not ensuring a load balancer");
+            return Ok(Action::await_change());
         }
 
         let nodes: Vec<proto::NodeRef> = self.current_backends().as_ref().clone();
@@ -848,6 +869,45 @@ mod tests {
                 .len(),
             ensures.len()
         );
+    }
+
+    #[tokio::test]
+    async fn a_service_deleted_before_its_finalizer_went_on_gets_no_load_balancer() {
+        // The cache still shows the Service; the API server no longer has
+        // it (created and deleted at once).
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, api) = mock_api(|call| {
+            if call.line().ends_with("/status") {
+                let gone = json!({"kind": "Status", "status": "Failure",
+                                  "reason": "NotFound", "code": 404,
+                                  "message": "services \"web\" not found"});
+                (404, gone)
+            } else {
+                (200, call.body.clone())
+            }
+        });
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let (action, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
+        assert!(!failed);
+        assert_eq!(action, Action::await_change());
+        assert_eq!(
+            api.writes(),
+            ["PATCH /api/v1/namespaces/ns/services/web/status"],
+            "only the finalizer was tried"
+        );
+        assert!(
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::EnsureLoadBalancer)
+                .is_empty(),
+            "the cloud is not called for a Service that is gone"
+        );
+        assert!(provider.fake.dump().load_balancers.is_empty());
+        // Nothing recorded as ensured: no backend update will target it.
+        let record = lb.record("ns/web");
+        assert_eq!(record.lock().await.ensured, None);
     }
 
     #[tokio::test]

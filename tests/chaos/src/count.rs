@@ -1,0 +1,371 @@
+//! The counts every scenario ends with, taken from the fake's state and the
+//! apiserver, and the line each scenario prints.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use ccm_fake_provider::{LoadBalancer, StateDump};
+
+use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, wants_lb};
+use crate::process::Provider;
+
+/// How one cluster's Services and the cloud's load balancers disagree.
+#[derive(Debug, Default, Clone)]
+pub struct Census {
+    /// Load balancers of the cluster no live Service wants (and no Service
+    /// being deleted still holds).
+    pub leaked: Vec<String>,
+    /// Services that want a load balancer and have none, or show an
+    /// address that is not their load balancer's.
+    pub missing: Vec<String>,
+    /// Services being deleted that still carry our finalizer.
+    pub stuck: Vec<String>,
+}
+
+impl Census {
+    pub fn clean(&self) -> bool {
+        self.leaked.is_empty() && self.missing.is_empty() && self.stuck.is_empty()
+    }
+}
+
+/// The cluster's load balancers in `state`, by Service uid.
+pub fn lbs_of<'a>(state: &'a StateDump, cluster: &str) -> BTreeMap<&'a str, &'a LoadBalancer> {
+    state
+        .load_balancers
+        .iter()
+        .filter(|lb| lb.cluster_name == cluster)
+        .map(|lb| (lb.service_uid.as_str(), lb))
+        .collect()
+}
+
+pub async fn census(cluster: &Cluster, provider: &Provider) -> Census {
+    let services = cluster.all_services().await;
+    let state = provider.state().await;
+    let lbs = lbs_of(&state, &cluster.name);
+    let mut c = Census::default();
+    let mut accounted = BTreeSet::new();
+    for svc in &services {
+        let uid = svc.metadata.uid.clone().unwrap_or_default();
+        if wants_lb(svc) {
+            accounted.insert(uid.clone());
+            match lbs.get(uid.as_str()) {
+                None => c
+                    .missing
+                    .push(format!("{} (uid {uid}): no load balancer", key(svc))),
+                Some(lb) => {
+                    let shown = ingress_ips(svc);
+                    if shown != [lb.ip.to_string()] {
+                        c.missing.push(format!(
+                            "{}: shows {shown:?}, its load balancer has {}",
+                            key(svc),
+                            lb.ip
+                        ));
+                    }
+                }
+            }
+        } else if has_finalizer(svc) {
+            accounted.insert(uid.clone());
+            if svc.metadata.deletion_timestamp.is_some() {
+                c.stuck.push(format!(
+                    "{} (uid {uid}, load balancer {})",
+                    key(svc),
+                    if lbs.contains_key(uid.as_str()) {
+                        "present"
+                    } else {
+                        "gone"
+                    }
+                ));
+            }
+        }
+    }
+    for (uid, lb) in &lbs {
+        if !accounted.contains(*uid) {
+            c.leaked.push(format!(
+                "{} for {}/{} (uid {uid})",
+                lb.name, lb.service_namespace, lb.service_name
+            ));
+        }
+    }
+    c
+}
+
+/// Polls the census until it is clean or `within` passed; the last census
+/// and how long it took.
+pub async fn settle(
+    cluster: &Cluster,
+    provider: &Provider,
+    within: Duration,
+) -> (Census, Duration) {
+    let started = Instant::now();
+    loop {
+        let c = census(cluster, provider).await;
+        if c.clean() || started.elapsed() >= within {
+            return (c, started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Deletes every Service that wants a load balancer or holds our
+/// finalizer, then waits (bounded) until none is left and the cluster has
+/// no load balancer: what is left is leaked or stuck.
+pub async fn teardown(cluster: &Cluster, provider: &Provider, within: Duration) -> Census {
+    for svc in cluster.all_services().await {
+        if wants_lb(&svc) || has_finalizer(&svc) {
+            let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
+            cluster
+                .delete_service(ns, svc.metadata.name.as_deref().unwrap_or_default())
+                .await;
+        }
+    }
+    let (c, _) = settle(cluster, provider, within).await;
+    c
+}
+
+/// The load balancers of clusters other than `ours`.
+pub fn foreign(state: &StateDump, ours: &[&str]) -> Vec<LoadBalancer> {
+    state
+        .load_balancers
+        .iter()
+        .filter(|lb| !ours.contains(&lb.cluster_name.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Load balancers in `before` that are gone or changed in any way (address,
+/// backends, generation, …) in `after`, and any in `after` that `before`
+/// did not have.
+pub fn touched(before: &[LoadBalancer], after: &[LoadBalancer]) -> Vec<String> {
+    let id = |lb: &LoadBalancer| (lb.cluster_name.clone(), lb.service_uid.clone());
+    let then: BTreeMap<_, _> = before.iter().map(|lb| (id(lb), lb)).collect();
+    let now: BTreeMap<_, _> = after.iter().map(|lb| (id(lb), lb)).collect();
+    let mut out = Vec::new();
+    for (k, lb) in &then {
+        match now.get(k) {
+            None => out.push(format!("{} deleted", lb.name)),
+            Some(n) if n != lb => out.push(format!("{} changed: {lb:?} -> {n:?}", lb.name)),
+            Some(_) => {}
+        }
+    }
+    for (k, lb) in &now {
+        if !then.contains_key(k) {
+            out.push(format!("{} created", lb.name));
+        }
+    }
+    out
+}
+
+/// Nodes among `created` that are gone from the apiserver although their
+/// instance is still in the cloud.
+pub async fn wrongly_deleted(
+    cluster: &Cluster,
+    provider: &Provider,
+    created: &[String],
+) -> Vec<String> {
+    let present: BTreeSet<String> = cluster
+        .all_nodes()
+        .await
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let state = provider.state().await;
+    let instances: BTreeSet<&str> = state.instances.iter().map(|i| i.name.as_str()).collect();
+    created
+        .iter()
+        .filter(|n| !present.contains(*n) && instances.contains(n.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Waits (bounded) until every Node in `names` is initialised; those that
+/// are not.
+pub async fn uninitialised(cluster: &Cluster, names: &[String], within: Duration) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let nodes = cluster.all_nodes().await;
+        let left: Vec<String> = names
+            .iter()
+            .filter(|name| {
+                !nodes
+                    .iter()
+                    .any(|n| n.metadata.name.as_ref() == Some(*name) && is_initialised(n))
+            })
+            .cloned()
+            .collect();
+        if left.is_empty() || started.elapsed() >= within {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One scenario's counts, printed as one line and asserted zero.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub scenario: String,
+    pub services: usize,
+    pub kills: usize,
+    pub lbs_leaked: usize,
+    pub lbs_missing: usize,
+    pub finalizers_stuck: usize,
+    pub nodes_wrongly_deleted: usize,
+    pub foreign_lbs_touched: usize,
+    /// Scenario-specific figures, printed after the counts.
+    pub extra: Vec<(String, String)>,
+    /// What each nonzero count is made of, for the failure message.
+    pub details: Vec<String>,
+    started: Option<Instant>,
+}
+
+impl Tally {
+    pub fn new(scenario: &str) -> Tally {
+        Tally {
+            scenario: scenario.to_owned(),
+            started: Some(Instant::now()),
+            ..Default::default()
+        }
+    }
+
+    pub fn extra(&mut self, key: &str, value: impl std::fmt::Display) {
+        self.extra.push((key.to_owned(), value.to_string()));
+    }
+
+    /// Adds a census (`phase` names it in the details).
+    pub fn census(&mut self, phase: &str, c: &Census) {
+        self.lbs_leaked += c.leaked.len();
+        self.lbs_missing += c.missing.len();
+        self.finalizers_stuck += c.stuck.len();
+        for (what, list) in [
+            ("leaked", &c.leaked),
+            ("missing", &c.missing),
+            ("stuck", &c.stuck),
+        ] {
+            for item in list {
+                self.details.push(format!("{phase}: {what}: {item}"));
+            }
+        }
+    }
+
+    pub fn wrongly_deleted(&mut self, nodes: &[String]) {
+        self.nodes_wrongly_deleted += nodes.len();
+        for n in nodes {
+            self.details
+                .push(format!("node {n} deleted while its instance exists"));
+        }
+    }
+
+    pub fn foreign(&mut self, touched: &[String]) {
+        self.foreign_lbs_touched += touched.len();
+        for t in touched {
+            self.details.push(format!("foreign load balancer {t}"));
+        }
+    }
+
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "chaos {}: services={} lbs_leaked={} lbs_missing={} finalizers_stuck={} nodes_wrongly_deleted={} foreign_lbs_touched={} kills={}",
+            self.scenario,
+            self.services,
+            self.lbs_leaked,
+            self.lbs_missing,
+            self.finalizers_stuck,
+            self.nodes_wrongly_deleted,
+            self.foreign_lbs_touched,
+            self.kills
+        );
+        for (k, v) in &self.extra {
+            let _ = write!(s, " {k}={v}");
+        }
+        if let Some(t) = self.started {
+            let _ = write!(s, " took_s={:.1}", t.elapsed().as_secs_f64());
+        }
+        s
+    }
+
+    /// Prints the line, then [`Tally::check`]s.
+    pub fn finish(&self, logs: &str) {
+        println!("{}", self.line());
+        self.check(logs);
+    }
+
+    /// The failure message, unless every count is 0.
+    pub fn failures(&self, logs: &str) -> Option<String> {
+        let bad = self.lbs_leaked
+            + self.lbs_missing
+            + self.finalizers_stuck
+            + self.nodes_wrongly_deleted
+            + self.foreign_lbs_touched;
+        (bad > 0 || !self.details.is_empty())
+            .then(|| format!("{}\n{}\nlogs: {logs}", self.line(), self.details.join("\n")))
+    }
+
+    /// Fails with the details unless every count is 0.
+    pub fn check(&self, logs: &str) {
+        if let Some(message) = self.failures(logs) {
+            panic!("{message}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn lb(cluster: &str, uid: &str) -> LoadBalancer {
+        LoadBalancer {
+            cluster_name: cluster.into(),
+            service_uid: uid.into(),
+            service_namespace: "apps".into(),
+            service_name: format!("svc-{uid}"),
+            name: format!("{cluster}-{uid}"),
+            ip: Ipv4Addr::new(198, 18, 0, 2),
+            ports: Vec::new(),
+            backends: vec!["n1".into()],
+            source_ranges: Vec::new(),
+            internal: false,
+            health_check_path: None,
+            annotations: BTreeMap::new(),
+            generation: 1,
+        }
+    }
+
+    #[test]
+    fn touched_sees_deleted_created_and_changed_in_any_field() {
+        let before = [lb("other", "a"), lb("other", "b"), lb("other", "c")];
+        assert!(touched(&before, &before).is_empty());
+        let mut bumped = lb("other", "b");
+        bumped.generation = 2;
+        let after = [lb("other", "a"), bumped, lb("other", "d")];
+        let mut found = touched(&before, &after);
+        found.sort();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].starts_with("other-b changed"), "{found:?}");
+        assert_eq!(found[1], "other-c deleted");
+        assert_eq!(found[2], "other-d created");
+        // The same uid in another cluster is another load balancer.
+        assert_eq!(touched(&[lb("x", "a")], &[lb("y", "a")]).len(), 2);
+    }
+
+    #[test]
+    fn a_tally_with_a_nonzero_count_fails_and_says_why() {
+        let mut t = Tally::new("unit");
+        t.census(
+            "converged",
+            &Census {
+                leaked: vec!["lb-1".into()],
+                ..Default::default()
+            },
+        );
+        assert_eq!(t.lbs_leaked, 1);
+        assert!(t.line().starts_with(
+            "chaos unit: services=0 lbs_leaked=1 lbs_missing=0 finalizers_stuck=0 \
+             nodes_wrongly_deleted=0 foreign_lbs_touched=0 kills=0"
+        ));
+        let message = t.failures("logs").unwrap();
+        assert!(message.contains("converged: leaked: lb-1"), "{message}");
+        assert_eq!(Tally::new("clean").failures("logs"), None);
+    }
+}
