@@ -3,6 +3,44 @@
 
 pub mod node;
 
+use futures::{Stream, StreamExt};
+use kube::runtime::watcher;
+
+/// The objects a reflected watch (`.reflect(writer)`) applies, each yielded
+/// only once the store has it: a relist's objects (`InitApply`) are held
+/// back until `InitDone`, when the reflector swaps them into the store.
+///
+/// kube's `applied_objects` yields them at once. A `Controller` then looks
+/// each up in a store that does not have it yet (or has its version from
+/// before the relist) and drops the trigger or reconciles the stale
+/// version: an object created, changed or deleted while the watch was
+/// broken (an apiserver restart, a `410 Gone`) was then not reconciled
+/// until it changed again.
+pub fn applied_once_stored<K, E>(
+    events: impl Stream<Item = Result<watcher::Event<K>, E>>,
+) -> impl Stream<Item = Result<K, E>> {
+    let mut relisted = Vec::new();
+    events.flat_map(move |event| {
+        let ready: Vec<Result<K, E>> = match event {
+            Err(e) => vec![Err(e)],
+            Ok(watcher::Event::Apply(obj)) => vec![Ok(obj)],
+            Ok(watcher::Event::Init) => {
+                relisted.clear();
+                Vec::new()
+            }
+            Ok(watcher::Event::InitApply(obj)) => {
+                relisted.push(obj);
+                Vec::new()
+            }
+            Ok(watcher::Event::InitDone) => {
+                std::mem::take(&mut relisted).into_iter().map(Ok).collect()
+            }
+            Ok(watcher::Event::Delete(_)) => Vec::new(),
+        };
+        futures::stream::iter(ready)
+    })
+}
+
 /// An object's labels or annotations as the contract's map.
 pub fn string_map<M: FromIterator<(String, String)>>(
     m: &Option<std::collections::BTreeMap<String, String>>,
@@ -11,4 +49,63 @@ pub fn string_map<M: FromIterator<(String, String)>>(
         .flatten()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::ObjectMeta;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::reflector::{self, ObjectRef};
+
+    fn svc(name: &str, version: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_relists_objects_come_out_once_the_store_has_them() {
+        use watcher::Event::*;
+        let (store, writer) = reflector::store();
+        let events = [
+            Init,
+            InitApply(svc("a", "1")),
+            InitDone,
+            // A relist: "a" changed and "b" appeared while the watch was
+            // broken.
+            Init,
+            InitApply(svc("a", "2")),
+            InitApply(svc("b", "3")),
+            InitDone,
+            Apply(svc("c", "4")),
+            Delete(svc("a", "2")),
+        ];
+        let reflected = futures::stream::iter(events.map(Ok::<_, watcher::Error>)).reflect(writer);
+        let mut out = std::pin::pin!(applied_once_stored(reflected));
+        let mut seen = Vec::new();
+        while let Some(obj) = out.next().await {
+            let obj = obj.unwrap();
+            let stored = store.get(&ObjectRef::from_obj(&obj));
+            assert_eq!(
+                stored.and_then(|s| s.metadata.resource_version.clone()),
+                obj.metadata.resource_version,
+                "{:?} yielded before the store had this version",
+                obj.metadata.name
+            );
+            seen.push(format!(
+                "{}@{}",
+                obj.metadata.name.unwrap(),
+                obj.metadata.resource_version.unwrap()
+            ));
+        }
+        assert_eq!(seen, ["a@1", "a@2", "b@3", "c@4"]);
+    }
 }

@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -134,28 +134,154 @@ impl NodeWatch {
                 }
             })
             .reflect(writer);
-        let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(error = %e, "node watch error; retrying");
-                    continue;
-                }
-            };
-            match event {
-                watcher::Event::InitDone => {
-                    synced.send_replace(true);
-                    changed.send_modify(|n| *n += 1);
-                }
-                watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
-                watcher::Event::Apply(node) => {
-                    changed.send_modify(|n| *n += 1);
+        follow(events, &subscribers, &synced, &changed).await;
+    }
+}
+
+/// Publishes what the reflected watch `events` applies. A relist's Nodes
+/// are published once the store has them (at `InitDone`, when the
+/// reflector swaps them in): a controller that looks a published Node up
+/// in the store and finds nothing drops it, so a Node registered while the
+/// watch was broken (an apiserver restart) would never be initialised.
+async fn follow(
+    events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
+    subscribers: &Subscribers,
+    synced: &watch::Sender<bool>,
+    changed: &watch::Sender<u64>,
+) {
+    let mut events = std::pin::pin!(events);
+    let mut relisted = Vec::new();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "node watch error; retrying");
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::InitDone => {
+                synced.send_replace(true);
+                changed.send_modify(|n| *n += 1);
+                for node in relisted.drain(..) {
                     subscribers.publish(node);
                 }
-                watcher::Event::InitApply(node) => subscribers.publish(node),
-                watcher::Event::Init => {}
             }
+            watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
+            watcher::Event::Apply(node) => {
+                changed.send_modify(|n| *n += 1);
+                subscribers.publish(node);
+            }
+            watcher::Event::InitApply(node) => relisted.push(node),
+            watcher::Event::Init => relisted.clear(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use kube::api::ObjectMeta;
+    use kube::runtime::reflector::ObjectRef;
+
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Lets the spawned watch task handle what was sent.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_relists_nodes_reach_subscribers_only_once_the_store_has_them() {
+        use watcher::Event::*;
+        let mut nw = NodeWatch::new();
+        let store = nw.store();
+        let mut sub = nw.subscribe();
+        let NodeWatch {
+            writer,
+            subscribers,
+            synced,
+            changed,
+            ..
+        } = nw;
+        let (tx, rx) = mpsc::unbounded();
+        let task = tokio::spawn(async move {
+            follow(rx.reflect(writer), &subscribers, &synced, &changed).await
+        });
+        let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok(e)).unwrap();
+        let has = |name: &str| store.get(&ObjectRef::new(name)).is_some();
+
+        send(Init);
+        send(InitApply(node("n1")));
+        settle().await;
+        assert!(!has("n1"));
+        assert!(
+            sub.next().now_or_never().is_none(),
+            "published before stored"
+        );
+        send(InitDone);
+        settle().await;
+        assert_eq!(
+            sub.next()
+                .now_or_never()
+                .flatten()
+                .unwrap()
+                .metadata
+                .name
+                .as_deref(),
+            Some("n1")
+        );
+        assert!(has("n1"));
+
+        // A relist (the apiserver restarted): n2 was registered meanwhile.
+        send(Init);
+        send(InitApply(node("n1")));
+        send(InitApply(node("n2")));
+        settle().await;
+        assert!(
+            !has("n2"),
+            "the reflector holds a relist back until InitDone"
+        );
+        assert!(
+            sub.next().now_or_never().is_none(),
+            "published before stored"
+        );
+        send(InitDone);
+        settle().await;
+        let mut got = Vec::new();
+        while let Some(Some(n)) = sub.next().now_or_never() {
+            assert!(has(n.metadata.name.as_deref().unwrap()));
+            got.push(n.metadata.name.clone().unwrap());
+        }
+        got.sort();
+        assert_eq!(got, ["n1", "n2"]);
+
+        send(Apply(node("n3")));
+        settle().await;
+        assert_eq!(
+            sub.next()
+                .now_or_never()
+                .flatten()
+                .unwrap()
+                .metadata
+                .name
+                .as_deref(),
+            Some("n3")
+        );
+        assert!(has("n3"));
+        drop(tx);
+        task.await.unwrap();
     }
 }

@@ -711,16 +711,17 @@ pub async fn run(
     let (store, writer) = reflector::store();
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
-    let services = watcher(Api::<Service>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|s: &mut Service| s.metadata.managed_fields = None)
-        .reflect(writer)
-        .inspect_ok(move |ev| {
-            if matches!(ev, watcher::Event::InitDone) {
-                synced.send_replace(true);
-            }
-        })
-        .applied_objects();
+    let services = crate::k8s::applied_once_stored(
+        watcher(Api::<Service>::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(|s: &mut Service| s.metadata.managed_fields = None)
+            .reflect(writer)
+            .inspect_ok(move |ev| {
+                if matches!(ev, watcher::Event::InitDone) {
+                    synced.send_replace(true);
+                }
+            }),
+    );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = async {
         match orphan_sweep {
