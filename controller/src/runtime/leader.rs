@@ -33,10 +33,10 @@ use kube::{Api, Client};
 pub struct Fence(Option<Arc<FenceState>>);
 
 struct FenceState {
-    renewed: Mutex<Option<Instant>>,
+    /// When we last renewed, and our term and identity (sent with every
+    /// provider mutation); `None` while the Lease is not ours.
+    held: Mutex<Option<(Instant, FencingToken)>>,
     renew_deadline: Duration,
-    /// Our term and identity, sent with every provider mutation.
-    token: Mutex<Option<FencingToken>>,
     /// The newest term a provider said it has seen from someone else, so
     /// the next renewal can raise ours past it.
     superseded_by: Mutex<Option<u64>>,
@@ -52,9 +52,8 @@ impl Fence {
 
     fn elected(renew_deadline: Duration) -> Fence {
         Fence(Some(Arc::new(FenceState {
-            renewed: Mutex::new(None),
+            held: Mutex::new(None),
             renew_deadline,
-            token: Mutex::new(None),
             superseded_by: Mutex::new(None),
             closed: Notify::new(),
         })))
@@ -70,14 +69,13 @@ impl Fence {
 
     fn renewed_at(&self, at: Instant, token: FencingToken) {
         if let Some(s) = &self.0 {
-            *s.renewed.lock() = Some(at);
-            *s.token.lock() = Some(token);
+            *s.held.lock() = Some((at, token));
         }
     }
 
     fn close(&self) {
         if let Some(s) = &self.0 {
-            *s.renewed.lock() = None;
+            *s.held.lock() = None;
             s.closed.notify_waiters();
         }
     }
@@ -98,7 +96,10 @@ impl Fence {
 
 impl FenceState {
     fn expiry(&self) -> Option<Instant> {
-        self.renewed.lock().map(|t| t + self.renew_deadline)
+        self.held
+            .lock()
+            .as_ref()
+            .map(|(renewed, _)| *renewed + self.renew_deadline)
     }
 }
 
@@ -108,7 +109,8 @@ impl ccm_provider_sdk::client::MutationGate for Fence {
     }
 
     fn fencing_token(&self) -> Option<FencingToken> {
-        self.0.as_ref().and_then(|s| s.token.lock().clone())
+        let held = self.0.as_ref()?.held.lock();
+        held.as_ref().map(|(_, token)| token.clone())
     }
 
     fn revoked(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {

@@ -10,7 +10,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use ccm_fake_provider::FakeConfig;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::unique_name;
 use common::*;
@@ -28,8 +27,8 @@ struct Provider {
     log: PathBuf,
     endpoint: String,
     _dir: tempfile::TempDir,
-    /// Where the binary was built, if it was.
-    _build: Option<tempfile::TempDir>,
+    /// Files it needs (its binary, its configuration), if any.
+    _files: Option<tempfile::TempDir>,
 }
 
 impl Drop for Provider {
@@ -57,7 +56,7 @@ impl Provider {
             log,
             endpoint,
             _dir: dir,
-            _build: None,
+            _files: None,
         }
     }
 
@@ -116,22 +115,21 @@ fn rust_fake(nodes: &[&str]) -> Provider {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo().join("target"));
-    let args = vec![
-        "--auto-create-instances=false".to_owned(),
-        format!("--instances-file={}", instances_file(nodes).display()),
-    ];
-    Provider::spawn(&target.join("debug/fake-provider"), &args, &[])
-}
-
-/// A fake-provider instances file declaring `nodes`, kept for the test.
-fn instances_file(nodes: &[&str]) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("{}.json", unique_name("instances")));
+    // The instances file declaring `nodes`, kept as long as the provider.
+    let files = tempfile::tempdir().unwrap();
+    let instances = files.path().join("instances.json");
     let entries: Vec<serde_json::Value> = nodes
         .iter()
         .map(|n| serde_json::json!({ "name": n }))
         .collect();
-    std::fs::write(&path, serde_json::to_string(&entries).unwrap()).unwrap();
-    path
+    std::fs::write(&instances, serde_json::to_string(&entries).unwrap()).unwrap();
+    let args = vec![
+        "--auto-create-instances=false".to_owned(),
+        format!("--instances-file={}", instances.display()),
+    ];
+    let mut p = Provider::spawn(&target.join("debug/fake-provider"), &args, &[]);
+    p._files = Some(files);
+    p
 }
 
 /// The Go example: k8s.io/cloud-provider's fake.Cloud through the Go
@@ -152,7 +150,7 @@ fn go_fake() -> Provider {
         .unwrap();
     assert!(status.success(), "building providers/examples/go-fake");
     let mut p = Provider::spawn(&bin, &[], &[]);
-    p._build = Some(dir);
+    p._files = Some(dir);
     p
 }
 
@@ -160,10 +158,7 @@ fn go_fake() -> Provider {
 /// with the controller talking to `provider`.
 async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme: &str) {
     provider.wait_ready().await;
-    let mut h = Harness::start(FakeConfig::default(), &["--controllers=*,-route"]).await;
-    h.stop_controller().await;
-    h.endpoint = provider.endpoint.clone();
-    h.start_controller(&["--controllers=*,-route"]);
+    let h = Harness::start_against(&provider.endpoint, &["--controllers=*,-route"]).await;
 
     h.register_node(node).await;
     let n = h

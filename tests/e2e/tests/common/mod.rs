@@ -50,6 +50,28 @@ impl Harness {
         extra_flags: &[&str],
         roles: &[&str],
     ) -> Harness {
+        Self::setup(fake_config, extra_flags, roles, None).await
+    }
+
+    /// As [`Harness::start`], with the controller talking to a provider
+    /// already serving on `endpoint` instead of the in-process fake
+    /// (`fake` is then not served).
+    pub async fn start_against(endpoint: &str, extra_flags: &[&str]) -> Harness {
+        Self::setup(
+            FakeConfig::default(),
+            extra_flags,
+            &["clusterrole.yaml"],
+            Some(endpoint),
+        )
+        .await
+    }
+
+    async fn setup(
+        fake_config: FakeConfig,
+        extra_flags: &[&str],
+        roles: &[&str],
+        external: Option<&str>,
+    ) -> Harness {
         // The controller's logs, shown for failing tests (RUST_LOG to tune).
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -75,12 +97,18 @@ impl Harness {
             .unwrap();
 
         let dir = tempfile::tempdir().unwrap();
-        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
         let fake = FakeCloud::new(fake_config).unwrap();
-        let (stop_fake, fake_stopped) = oneshot::channel::<()>();
-        tokio::spawn(fake.clone().serve(endpoint.clone(), async {
-            let _ = fake_stopped.await;
-        }));
+        let (endpoint, stop_fake) = match external {
+            Some(endpoint) => (endpoint.to_owned(), None),
+            None => {
+                let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+                let (stop_fake, fake_stopped) = oneshot::channel::<()>();
+                tokio::spawn(fake.clone().serve(endpoint.clone(), async {
+                    let _ = fake_stopped.await;
+                }));
+                (endpoint, Some(stop_fake))
+            }
+        };
 
         let (stop_controller, stopped) = oneshot::channel::<()>();
         let controller = spawn_controller(sa.clone(), args_for(&endpoint, extra_flags), stopped);
@@ -91,7 +119,7 @@ impl Harness {
             endpoint,
             fake,
             stop_controller: Some(stop_controller),
-            stop_fake: Some(stop_fake),
+            stop_fake,
             controller: Some(controller),
             _dir: dir,
         }
