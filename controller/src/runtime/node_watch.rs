@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use futures::channel::mpsc;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -138,42 +138,30 @@ impl NodeWatch {
     }
 }
 
-/// Publishes what the reflected watch `events` applies. A relist's Nodes
-/// are published once the store has them (at `InitDone`, when the
-/// reflector swaps them in): a controller that looks a published Node up
-/// in the store and finds nothing drops it, so a Node registered while the
-/// watch was broken (an apiserver restart) would never be initialised.
+/// Publishes what the reflected watch `events` applies, once the store has
+/// it ([`crate::k8s::applied_once_stored`]): a controller that looks a
+/// published Node up in the store and finds nothing drops it, so a Node
+/// registered while the watch was broken (an apiserver restart) would
+/// never be initialised.
 async fn follow(
     events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
     subscribers: &Subscribers,
     synced: &watch::Sender<bool>,
     changed: &watch::Sender<u64>,
 ) {
-    let mut events = std::pin::pin!(events);
-    let mut relisted = Vec::new();
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(error = %e, "node watch error; retrying");
-                continue;
-            }
-        };
-        match event {
-            watcher::Event::InitDone => {
-                synced.send_replace(true);
-                changed.send_modify(|n| *n += 1);
-                for node in relisted.drain(..) {
-                    subscribers.publish(node);
-                }
-            }
-            watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
-            watcher::Event::Apply(node) => {
-                changed.send_modify(|n| *n += 1);
-                subscribers.publish(node);
-            }
-            watcher::Event::InitApply(node) => relisted.push(node),
-            watcher::Event::Init => relisted.clear(),
+    let events = events.inspect_ok(|event| match event {
+        watcher::Event::InitDone => {
+            synced.send_replace(true);
+            changed.send_modify(|n| *n += 1);
+        }
+        watcher::Event::Apply(_) | watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+    });
+    let mut nodes = std::pin::pin!(crate::k8s::applied_once_stored(events));
+    while let Some(node) = nodes.next().await {
+        match node {
+            Ok(node) => subscribers.publish(node),
+            Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
         }
     }
 }

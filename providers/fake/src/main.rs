@@ -60,11 +60,12 @@ struct Args {
     /// A JSON list of instances that exist from the start.
     #[arg(long)]
     instances_file: Option<PathBuf>,
-    /// Keep the cloud (instances, load balancers, routes) in this JSON file,
-    /// rewritten atomically after every change and loaded at start, so a
-    /// restart (even after SIGKILL) finds the same cloud. An existing file
-    /// wins over --instances-file; a corrupt one is an error. Faults,
-    /// readiness and the call log are not kept.
+    /// Keep the cloud (instances, load balancers, routes, the newest fencing
+    /// token per cluster) in this JSON file, rewritten atomically after
+    /// every change and loaded at start, so a restart (even after SIGKILL)
+    /// finds the same cloud. An existing file wins over --instances-file; a
+    /// corrupt one is an error. Faults, readiness and the call log are not
+    /// kept.
     #[arg(long)]
     state_file: Option<PathBuf>,
     /// Permission bits of both sockets, in octal.

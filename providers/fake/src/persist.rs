@@ -6,7 +6,7 @@
 //! ```json
 //! {"format": "ccm-fake-provider-state", "version": 1,
 //!  "cloud": {"instances": [...], "removed": [...], "next_address": 2,
-//!            "load_balancers": [...], "routes": [...]}}
+//!            "load_balancers": [...], "routes": [...], "leaders": [...]}}
 //! ```
 
 use std::fs::File;

@@ -61,8 +61,9 @@ pub struct FakeConfig {
     /// InstanceMetadata leaves zone and region empty (only ZonesService
     /// knows them), as some older clouds do.
     pub zones_only_via_zones_service: bool,
-    /// Keep the cloud (instances, load balancers, routes) in this JSON file,
-    /// rewritten atomically after every change, so a fake killed outright
+    /// Keep the cloud (instances, load balancers, routes, the newest fencing
+    /// token per cluster) in this JSON file, rewritten atomically after
+    /// every change, so a fake killed outright
     /// comes back with the same cloud. An existing file is loaded at start
     /// and `instances` is then ignored (the file has the cloud as it was,
     /// removals included); a missing one starts the cloud from `instances`.
@@ -477,7 +478,16 @@ fn not_found(what: &str) -> ProviderError {
 impl State {
     pub(crate) fn new(config: FakeConfig) -> Result<Self, Error> {
         let pool = IpPool::parse(&config.lb_ip_pool)?;
-        let mut state = State {
+        let mut state = State::empty(config, pool);
+        for spec in state.config.instances.clone() {
+            state.add_instance(spec, false)?;
+        }
+        Ok(state)
+    }
+
+    /// A cloud with nothing in it.
+    fn empty(config: FakeConfig, pool: IpPool) -> Self {
+        State {
             readiness: Readiness::Ready,
             pool,
             instances: BTreeMap::new(),
@@ -489,11 +499,7 @@ impl State {
             leaders: BTreeMap::new(),
             dirty: false,
             config,
-        };
-        for spec in state.config.instances.clone() {
-            state.add_instance(spec, false)?;
         }
-        Ok(state)
     }
 
     /// The cloud as a state file keeps it.
@@ -553,23 +559,14 @@ impl State {
     /// addresses outside the configured pool.
     pub(crate) fn restore(config: FakeConfig, saved: Persisted) -> Result<Self, String> {
         let pool = IpPool::parse(&config.lb_ip_pool).map_err(|e| e.to_string())?;
-        let mut state = State {
-            readiness: Readiness::Ready,
-            pool,
-            instances: BTreeMap::new(),
-            ids: HashMap::new(),
-            removed: saved.removed.into_iter().collect(),
-            next_address: saved.next_address,
-            lbs: BTreeMap::new(),
-            routes: BTreeMap::new(),
-            leaders: saved
-                .leaders
-                .into_iter()
-                .map(|l| (l.cluster_name, FencingToken::new(l.term, l.holder)))
-                .collect(),
-            dirty: false,
-            config,
-        };
+        let mut state = State::empty(config, pool);
+        state.removed = saved.removed.into_iter().collect();
+        state.next_address = saved.next_address;
+        state.leaders = saved
+            .leaders
+            .into_iter()
+            .map(|l| (l.cluster_name, FencingToken::new(l.term, l.holder)))
+            .collect();
         for i in saved.instances {
             if i.name.is_empty() {
                 return Err("an instance has no name".to_owned());
@@ -681,12 +678,12 @@ impl State {
     /// Deletes an instance for good: it stays gone under auto-create, as a
     /// deleted VM would. Returns whether it existed.
     pub(crate) fn remove_instance(&mut self, name: &str) -> bool {
-        self.dirty = true;
-        self.removed.insert(name.to_owned());
+        self.dirty |= self.removed.insert(name.to_owned());
         match self.instances.remove(name) {
             Some(old) => {
                 self.ids.remove(&old.id);
                 self.removed.insert(old.id);
+                self.dirty = true;
                 true
             }
             None => false,

@@ -17,7 +17,7 @@ use super::{BACKEND_COALESCE, Lb, Record, decide};
 async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) -> usize {
     // One snapshot: what is sent is what the digest says was sent.
     let backends = lb.current_backends();
-    let current = decide::backend_set(&backends);
+    let current = backends.digest;
     let records: Vec<(String, Arc<tokio::sync::Mutex<Record>>)> = lb
         .records
         .lock()
@@ -47,7 +47,7 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                if !update_one(lb, &svc, backends.as_ref().clone()).await {
+                if !update_one(lb, &svc, backends.nodes.as_ref().clone()).await {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
                     let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));

@@ -58,13 +58,19 @@ pub fn orphans<'a>(
 ) -> Vec<&'a ccm_provider_sdk::LoadBalancerEntry> {
     let wanted: std::collections::HashSet<&str> = services
         .iter()
-        .filter(|s| wants_load_balancer(s) || has_finalizer(s))
+        .filter(|s| keeps_its_load_balancer(s))
         .filter_map(|s| s.metadata.uid.as_deref())
         .collect();
     listed
         .iter()
         .filter(|e| !wanted.contains(e.service_uid.as_str()))
         .collect()
+}
+
+/// The Service's load balancer is not an orphan: it wants one, or still
+/// holds our finalizer (its delete is ours to reconcile).
+pub fn keeps_its_load_balancer(svc: &Service) -> bool {
+    wants_load_balancer(svc) || has_finalizer(svc)
 }
 
 /// The finalizer is present and the Service is being deleted or no longer
@@ -214,7 +220,6 @@ fn traffic_policy(p: Option<&str>) -> proto::TrafficPolicy {
     }
 }
 
-/// The Service as the contract describes it.
 /// The Service as GetLoadBalancer and EnsureLoadBalancerDeleted need it,
 /// which never fails: the full description when it converts (ports may be
 /// empty), else its identity alone (namespace, name, uid, labels and
@@ -366,15 +371,18 @@ fn convert(svc: &Service, require_ports: bool) -> Result<proto::Service, SpecErr
             ingress: ingress(svc)
                 .iter()
                 .map(ingress_to_proto)
-                .filter(|i| {
-                    let one = proto::LoadBalancerStatus {
-                        ingress: vec![i.clone()],
-                    };
-                    validate::load_balancer_status("status", &one).is_ok()
-                })
+                .filter(ingress_acceptable)
                 .collect(),
         }),
     })
+}
+
+/// Whether the contract accepts `i` as an ingress point.
+fn ingress_acceptable(i: &proto::LoadBalancerIngress) -> bool {
+    let one = proto::LoadBalancerStatus {
+        ingress: vec![i.clone()],
+    };
+    validate::load_balancer_status("status", &one).is_ok()
 }
 
 /// `strconv.ParseBool`'s false values: only these keep a labelled node in.
@@ -621,16 +629,17 @@ pub fn unknown_annotations(
         .filter(|k| !schema.known_keys.contains(k))
         .map(|k| {
             let chars = k.chars().count();
+            let close_enough = |known: &str| (known.len() / 4).max(2);
             let closest = schema
                 .known_keys
                 .iter()
                 // The length difference is a lower bound of the distance:
                 // keys too long or short to be close are never compared, so
                 // a provider's huge known key costs no k x n table.
-                .filter(|known| chars.abs_diff(known.chars().count()) <= (known.len() / 4).max(2))
+                .filter(|known| chars.abs_diff(known.chars().count()) <= close_enough(known))
                 .map(|known| (edit_distance(k, known), known))
                 .min()
-                .filter(|(d, known)| *d <= (known.len() / 4).max(2))
+                .filter(|(d, known)| *d <= close_enough(known))
                 .map(|(_, known)| known.clone());
             (k.clone(), closest)
         })

@@ -153,6 +153,13 @@ struct Record {
     retry: Option<(u64, bool, tokio::time::Instant)>,
 }
 
+/// The backend nodes as sent to the provider, with their digest.
+#[derive(Clone)]
+struct Backends {
+    nodes: Arc<Vec<proto::NodeRef>>,
+    digest: decide::BackendDigest,
+}
+
 /// The controller's state beside the shared [`Context`].
 pub struct Lb {
     ctx: Arc<Context>,
@@ -160,10 +167,10 @@ pub struct Lb {
     backoff: Backoff,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
-    /// The backends as sent to the provider, keyed by the node cache's
-    /// (name, resourceVersion) set: a burst of Ensures shares one
-    /// conversion instead of converting every Node once per Service.
-    backend_cache: Mutex<Option<(u64, Arc<Vec<proto::NodeRef>>)>>,
+    /// The backends as sent to the provider and their digest, keyed by the
+    /// node cache's (name, resourceVersion) set: a burst of Ensures shares
+    /// one conversion instead of converting every Node once per Service.
+    backend_cache: Mutex<Option<(u64, Backends)>>,
     /// Asks the reconciler for a full sync of a Service.
     resync: mpsc::UnboundedSender<ObjectRef<Service>>,
 }
@@ -188,8 +195,8 @@ impl Lb {
             .clone()
     }
 
-    /// The backend nodes now (see `backend_cache`).
-    fn current_backends(&self) -> Arc<Vec<proto::NodeRef>> {
+    /// The backend nodes now, and their digest (see `backend_cache`).
+    fn current_backends(&self) -> Backends {
         let nodes = self.ctx.nodes.state();
         // Order-independent: the store's order is arbitrary.
         let key = nodes.iter().fold(nodes.len() as u64, |acc, n| {
@@ -204,7 +211,11 @@ impl Lb {
         {
             return backends.clone();
         }
-        let backends = Arc::new(decide::backends(nodes.iter().map(|n| n.as_ref())));
+        let nodes = decide::backends(nodes.iter().map(|n| n.as_ref()));
+        let backends = Backends {
+            digest: decide::backend_set(&nodes),
+            nodes: Arc::new(nodes),
+        };
         *cache = Some((key, backends.clone()));
         backends
     }
@@ -393,7 +404,8 @@ impl Lb {
             return Ok(Action::await_change());
         }
 
-        let nodes: Vec<proto::NodeRef> = self.current_backends().as_ref().clone();
+        let backends = self.current_backends();
+        let nodes: Vec<proto::NodeRef> = backends.nodes.as_ref().clone();
         if nodes.is_empty() {
             self.event(
                 svc,
@@ -403,7 +415,7 @@ impl Lb {
             )
             .await;
         }
-        record.backends = Some(decide::backend_set(&nodes));
+        record.backends = Some(backends.digest);
         let answer = self
             .ctx
             .provider
@@ -676,29 +688,6 @@ fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Ac
 
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced, so no Service is ensured with a partial node set.
-/// How often the records of Services that vanished without a reconciled
-/// delete (finalizer removed by hand, deleted while we were down) are
-/// dropped when no orphan sweep does it.
-const TIDY_PERIOD: Duration = Duration::from_secs(300);
-
-/// Once the Service cache has synced, every `period`: drops the records of
-/// Services it no longer has, so they cannot pile up for the life of the
-/// process.
-async fn forget_vanished_periodically(
-    lb: Arc<Lb>,
-    services: reflector::Store<Service>,
-    mut synced: tokio::sync::watch::Receiver<bool>,
-    period: Duration,
-) {
-    if synced.wait_for(|s| *s).await.is_err() {
-        return std::future::pending().await;
-    }
-    loop {
-        tokio::time::sleep(period).await;
-        lb.forget_vanished(&services.state());
-    }
-}
-
 pub async fn run(
     ctx: Arc<Context>,
     node_changes: tokio::sync::watch::Receiver<u64>,
@@ -723,19 +712,7 @@ pub async fn run(
             }),
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
-    let sweeper = async {
-        match orphan_sweep {
-            Some(period) => {
-                orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, period).await
-            }
-            // Each sweep also forgets vanished Services; without sweeps
-            // that still has to happen.
-            None => {
-                forget_vanished_periodically(lb.clone(), store.clone(), synced_rx, TIDY_PERIOD)
-                    .await
-            }
-        }
-    };
+    let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
     let controller = Controller::for_stream(services, store.clone())
         .with_config(Config::default().concurrency(workers))
         .reconcile_on(resync_requests)
@@ -791,19 +768,19 @@ mod tests {
         lb.record("ns/gone");
         let (store, _writer) = reflector::store::<Service>();
         let (synced, synced_rx) = tokio::sync::watch::channel(false);
-        let tidy = tokio::spawn(forget_vanished_periodically(
+        let tidy = tokio::spawn(orphans::sweep_periodically(
             lb.clone(),
             store,
             synced_rx,
-            TIDY_PERIOD,
+            None,
         ));
-        tokio::time::sleep(TIDY_PERIOD * 2).await;
+        tokio::time::sleep(orphans::TIDY_PERIOD * 2).await;
         assert!(
             lb.has_record("ns/gone"),
             "nothing is dropped before the cache synced"
         );
         synced.send_replace(true);
-        tokio::time::sleep(TIDY_PERIOD + Duration::from_secs(1)).await;
+        tokio::time::sleep(orphans::TIDY_PERIOD + Duration::from_secs(1)).await;
         assert!(
             !lb.has_record("ns/gone"),
             "dropped once the cache says it is gone"

@@ -5,7 +5,8 @@
 //!
 //! Only on positive evidence: a complete listing (`ListLoadBalancers`, every
 //! page) and a Service cache that has synced, checked again right before
-//! each delete. An error anywhere deletes nothing; the next pass retries.
+//! each delete. A listing error deletes nothing; a failed delete ends the
+//! pass (what was deleted before it stays deleted); the next pass retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,36 +19,52 @@ use tokio::sync::watch;
 use super::{Lb, decide};
 use crate::runtime::metrics::SweepLabels;
 
-/// Sweeps once the Service cache has synced, then every `period`.
+/// How often the records of Services that vanished without a reconciled
+/// delete (finalizer removed by hand, deleted while we were down) are
+/// dropped when no sweep does it.
+pub(super) const TIDY_PERIOD: Duration = Duration::from_secs(300);
+
+/// Once the Service cache has synced: with `sweep`, sweeps then and every
+/// period after. Without, only drops the records of Services the cache no
+/// longer has (each sweep does that too), every [`TIDY_PERIOD`], so they
+/// cannot pile up for the life of the process.
 pub(super) async fn sweep_periodically(
     lb: Arc<Lb>,
     services: Store<Service>,
     mut synced: watch::Receiver<bool>,
-    period: Duration,
+    sweep_period: Option<Duration>,
 ) {
     if synced.wait_for(|s| *s).await.is_err() {
         return;
     }
     loop {
-        let result = match sweep(&lb, &services).await {
-            Ok(deleted) => {
-                if deleted > 0 {
-                    tracing::info!(deleted, "deleted orphaned load balancers");
-                }
-                "complete"
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "load balancer orphan sweep failed; nothing deleted this pass");
-                "failed"
-            }
-        };
-        lb.ctx
-            .metrics
-            .orphan_sweeps
-            .get_or_create(&SweepLabels { result })
-            .inc();
-        tokio::time::sleep(period).await;
+        match sweep_period {
+            Some(_) => sweep_and_count(&lb, &services).await,
+            None => lb.forget_vanished(&services.state()),
+        }
+        tokio::time::sleep(sweep_period.unwrap_or(TIDY_PERIOD)).await;
     }
+}
+
+/// One sweep, logged and counted in the metrics.
+async fn sweep_and_count(lb: &Lb, services: &Store<Service>) {
+    let result = match sweep(lb, services).await {
+        Ok(deleted) => {
+            if deleted > 0 {
+                tracing::info!(deleted, "deleted orphaned load balancers");
+            }
+            "complete"
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "load balancer orphan sweep stopped; the next pass retries");
+            "failed"
+        }
+    };
+    lb.ctx
+        .metrics
+        .orphan_sweeps
+        .get_or_create(&SweepLabels { result })
+        .inc();
 }
 
 /// One pass; how many load balancers it deleted.
@@ -60,11 +77,16 @@ async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError>
         }
         other => other?,
     };
-    lb.forget_vanished(&services.state());
+    let snapshot = services.state();
+    lb.forget_vanished(&snapshot);
     let mut deleted = 0;
-    for entry in decide::orphans(&listed, &services.state()) {
-        // A Service created since the listing may want it after all.
-        if decide::orphans(std::slice::from_ref(entry), &services.state()).is_empty() {
+    for entry in decide::orphans(&listed, &snapshot) {
+        // A Service created since the snapshot may want it after all.
+        let uid = Some(entry.service_uid.as_str());
+        if services
+            .find(|s| s.metadata.uid.as_deref() == uid && decide::keeps_its_load_balancer(s))
+            .is_some()
+        {
             continue;
         }
         tracing::info!(

@@ -57,8 +57,6 @@ proptest! {
         if identity_is_valid(&svc) {
             let checked = validate::service_ref("service", &Some(r.clone()));
             prop_assert!(checked.is_ok(), "{:?}", checked);
-        }
-        if identity_is_valid(&svc) {
             prop_assert_eq!(Some(r.uid), svc.metadata.uid.clone());
         }
     }
@@ -107,10 +105,7 @@ proptest! {
             ingress: ingress
                 .iter()
                 .map(ingress_to_proto)
-                .filter(|i| {
-                    let one = proto::LoadBalancerStatus { ingress: vec![i.clone()] };
-                    validate::load_balancer_status("s", &one).is_ok()
-                })
+                .filter(ingress_acceptable)
                 .collect(),
         };
         let k8s = ingress_from_proto(&status);
@@ -155,6 +150,34 @@ proptest! {
             prop_assert!(!known.contains(&k));
             prop_assert!(hint.is_none_or(|h| known.contains(&h)));
         }
+    }
+
+    /// A one-character typo of a known key under a provider prefix gets
+    /// that key as its hint.
+    #[test]
+    fn a_one_character_typo_gets_the_known_key_as_its_hint(
+        name in "[a-z][a-z-]{3,30}",
+        at in any::<prop::sample::Index>(),
+        typo in "[0-9]",
+    ) {
+        let prefix = "example.com/";
+        let known = format!("{prefix}{name}");
+        let i = at.index(name.len());
+        let mut misspelt = name.clone();
+        misspelt.replace_range(i..=i, &typo);
+        let key = format!("{prefix}{misspelt}");
+        let svc = Service {
+            metadata: kube::api::ObjectMeta {
+                annotations: Some([(key.clone(), "v".to_owned())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let schema = proto::AnnotationSchema {
+            prefixes: vec![prefix.to_owned()],
+            known_keys: vec![known.clone()],
+        };
+        prop_assert_eq!(unknown_annotations(&svc, &schema), vec![(key, Some(known))]);
     }
 
     #[test]
