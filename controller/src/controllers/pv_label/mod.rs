@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::Patch;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -106,7 +106,13 @@ pub async fn run(ctx: Arc<Context>) {
         backoff: Backoff::default(),
         done: Mutex::default(),
     });
-    Controller::new(api, watcher::Config::default())
+    let (store, writer) = reflector::store();
+    let volumes = crate::k8s::applied_once_stored(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer),
+    );
+    Controller::for_stream(volumes, store)
         .run(reconcile, error_policy, state)
         .for_each(|_| async {})
         .await;
