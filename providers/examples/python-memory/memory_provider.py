@@ -96,7 +96,7 @@ class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sd
 
     def update_load_balancer(self, ctx, cluster, svc, nodes):  # backends are not modelled
         if self.commit(ctx, cluster, lambda: (cluster, svc.uid) not in self.lbs):
-            raise ProviderError.internal("no load balancer to update; EnsureLoadBalancer creates it")
+            raise ProviderError.not_found("no load balancer to update; EnsureLoadBalancer creates it")
 
     def ensure_load_balancer_deleted(self, ctx, cluster, svc):
         self.commit(ctx, cluster, lambda: self.lbs.pop((cluster, svc.uid), None))

@@ -276,7 +276,8 @@ class LoadBalancers(ABC):
         service: types_pb2.Service,
         nodes: list[types_pb2.NodeRef],
     ) -> LbAnswer | Awaitable[LbAnswer | None] | None:
-        """Updates only the backends; None means done."""
+        """Updates only the backends; None means done. Never creates: when
+        no load balancer exists, raise ``ProviderError.not_found``."""
 
     @abstractmethod
     def ensure_load_balancer_deleted(
@@ -356,4 +357,6 @@ class Clusters(ABC):
     def list_clusters(self, ctx: CallContext) -> Iterable[str] | Awaitable[Iterable[str]]: ...
 
     @abstractmethod
-    def master(self, ctx: CallContext, cluster_name: str) -> str | Awaitable[str]: ...
+    def master(self, ctx: CallContext, cluster_name: str) -> str | Awaitable[str]:
+        """The control plane's address; a cluster :meth:`list_clusters` does
+        not list raises ``ProviderError.not_found``."""
