@@ -14,7 +14,7 @@ from conftest import channel
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from ccmrs.cloudprovider.v1 import loadbalancer_pb2_grpc
+from ccmrs.cloudprovider.v1 import loadbalancer_pb2_grpc, routes_pb2_grpc
 from ccmrs_provider import ProviderServer, pb
 
 EXAMPLE = (
@@ -38,7 +38,7 @@ def memory() -> ModuleType:
 @pytest.fixture
 def ch(memory: ModuleType, endpoint: str) -> Iterator[grpc.Channel]:
     cloud = memory.MemoryCloud(["node-1"], auto_create=False, pool="192.0.2.0/24")
-    server = ProviderServer(cloud).with_load_balancers(cloud)
+    server = ProviderServer(cloud).with_load_balancers(cloud).with_routes(cloud)
     with server.start(endpoint), channel(endpoint) as c:
         yield c
 
@@ -77,3 +77,17 @@ def test_update_of_a_missing_load_balancer_is_not_found_without_a_reason(
             lb.EnsureLoadBalancerDeleted(
                 pb.EnsureLoadBalancerDeletedRequest(cluster_name="c", service=service())
             )
+
+
+def test_routes_are_listed_as_created(ch: grpc.Channel) -> None:
+    routes = routes_pb2_grpc.RoutesServiceStub(ch)
+    route = pb.Route(target_node="node-1", destination_cidr="10.244.1.0/24")
+    routes.CreateRoute(pb.CreateRouteRequest(cluster_name="c", name_hint="h", route=route))
+    (listed,) = routes.ListRoutes(pb.ListRoutesRequest(cluster_name="c")).routes
+    assert (listed.target_node, listed.destination_cidr, listed.blackhole) == (
+        "node-1",
+        "10.244.1.0/24",
+        False,
+    )
+    assert listed.name.startswith("route-h-")
+    assert not routes.ListRoutes(pb.ListRoutesRequest(cluster_name="other")).routes
