@@ -61,6 +61,7 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
         self.labels: dict[str, str] = {"topology.kubernetes.io/zone": "z"}
         self.release = threading.Event()
         self.cancelled_seen = threading.Event()
+        self.async_cancelled_seen = threading.Event()
 
     def info(self) -> ProviderInfo:
         return ProviderInfo(
@@ -101,6 +102,13 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
 
     async def ensure_load_balancer(self, ctx, cluster_name, service, nodes):
         self.calls.append(("ensure", (ctx, cluster_name, len(nodes))))
+        if cluster_name == "hang":
+            # A coroutine is cancelled when the caller leaves.
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.async_cancelled_seen.set()
+                raise
         await asyncio.sleep(0)
         return self.status
 
@@ -163,6 +171,15 @@ def ch(cloud: Cloud, endpoint: str) -> Iterator[grpc.Channel]:
     with serve(cloud, endpoint), channel(endpoint) as c:
         yield c
     cloud.release.set()
+
+
+def wait_for(condition, what: str, timeout: float = 5) -> None:
+    """Polls ``condition`` until it holds, failing with ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 def error(call, *args, **kwargs) -> ProviderError:
@@ -495,6 +512,19 @@ def test_a_caller_giving_up_cancels_the_call(ch: grpc.Channel, cloud: Cloud) -> 
     cloud.cancelled_seen.clear()
     future.cancel()
     assert cloud.cancelled_seen.wait(5), "ctx.wait() did not wake when the caller cancelled"
+
+
+def test_a_caller_giving_up_cancels_an_async_method(ch: grpc.Channel, cloud: Cloud) -> None:
+    lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
+    future = lb.EnsureLoadBalancer.future(
+        pb.EnsureLoadBalancerRequest(cluster_name="hang", service=service())
+    )
+    wait_for(lambda: cloud.calls, "EnsureLoadBalancer never reached the provider")
+    ctx = cloud.calls[-1][1][0]
+    assert not ctx.cancelled
+    future.cancel()
+    assert cloud.async_cancelled_seen.wait(5), "the coroutine was not cancelled"
+    wait_for(lambda: ctx.cancelled, "the CallContext was not marked cancelled")
 
 
 def test_health_and_probe_never_queue_behind_provider_work(cloud: Cloud, endpoint: str) -> None:

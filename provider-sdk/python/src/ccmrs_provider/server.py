@@ -134,7 +134,8 @@ class _Runtime:
     ) -> Any:
         """Runs one provider method (plain or ``async``). Anything it raises
         but a ProviderError becomes INTERNAL (NotImplementedError:
-        UNIMPLEMENTED), its details logged, not sent."""
+        UNIMPLEMENTED), its details logged, not sent. A caller giving up
+        cancels the awaiting task: :meth:`handle` marks ``ctx`` cancelled."""
         try:
             if inspect.iscoroutinefunction(fn):
                 return await fn(ctx, *args)
@@ -150,9 +151,6 @@ class _Runtime:
             if inspect.isawaitable(result):
                 return await result
             return result
-        except asyncio.CancelledError:
-            ctx.cancel()
-            raise
         except ProviderError:
             raise
         except NotImplementedError:
