@@ -59,6 +59,9 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
             pb.Route(target_node="n", destination_cidr=f"10.0.{i}.0/24") for i in range(5)
         ]
         self.labels: dict[str, str] = {"topology.kubernetes.io/zone": "z"}
+        self.update: object = LbAnswer.elsewhere("another controller").warn(
+            "AnnotationIgnored", "x is ignored"
+        )
         self.release = threading.Event()
         self.cancelled_seen = threading.Event()
         self.async_cancelled_seen = threading.Event()
@@ -113,7 +116,7 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
         return self.status
 
     def update_load_balancer(self, ctx, cluster_name, service, nodes):
-        return LbAnswer.elsewhere("another controller").warn("AnnotationIgnored", "x is ignored")
+        return self.update
 
     def ensure_load_balancer_deleted(self, ctx, cluster_name, service):
         return [pb.Warning(reason="not camel", message="m")]
@@ -420,6 +423,8 @@ def test_invalid_answers_become_internal_errors(ch: grpc.Channel, cloud: Cloud) 
     cloud.metadata = pb.InstanceMetadata(provider_id="not-a-provider-id")
     cloud.status = pb.LoadBalancerStatus(ingress=[pb.LoadBalancerIngress()])
     cloud.labels = {"bad key": "v"}
+    cloud.update = "done"
+    cloud.lbs = [pb.LoadBalancerSummary(name="lb", service_uid="")]
     cases = [
         (inst.InstanceMetadata, pb.InstanceMetadataRequest(node=node), "metadata.provider_id"),
         (inst.InstanceExists, pb.InstanceExistsRequest(node=pb.NodeRef(name="none")), "NoneType"),
@@ -427,6 +432,16 @@ def test_invalid_answers_become_internal_errors(ch: grpc.Channel, cloud: Cloud) 
             lb.EnsureLoadBalancer,
             pb.EnsureLoadBalancerRequest(cluster_name="c", service=service()),
             "status.ingress[0]",
+        ),
+        (
+            lb.UpdateLoadBalancer,
+            pb.UpdateLoadBalancerRequest(cluster_name="c", service=service()),
+            "str for UpdateLoadBalancer, expected LbAnswer",
+        ),
+        (
+            lb.ListLoadBalancers,
+            pb.ListLoadBalancersRequest(cluster_name="c"),
+            "load_balancers[0].service_uid",
         ),
         (
             lb.EnsureLoadBalancerDeleted,

@@ -206,9 +206,14 @@ def _rpc(body: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     return handler
 
 
-def _bad_answer(what: str, v: Violation) -> ProviderError:
-    """A provider bug must not reach the controller as a valid answer."""
-    return ProviderError.internal(f"provider answered {what}: {v}")
+def _check_answer(what: str, check: Callable[..., None], *args: Any) -> None:
+    """Runs a ``validate`` check on a provider's answer. A violation is a
+    provider bug, which must not reach the controller as a valid answer:
+    INTERNAL naming the field."""
+    try:
+        check(*args)
+    except Violation as v:
+        raise ProviderError.internal(f"provider answered {what}: {v}") from None
 
 
 def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
@@ -313,10 +318,7 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
         node = self._node(request)
         metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
         metadata = _expect(metadata, instances_pb2.InstanceMetadata, "InstanceMetadata")
-        try:
-            validate.instance_metadata(metadata)
-        except Violation as v:
-            raise _bad_answer("an invalid InstanceMetadata", v) from None
+        _check_answer("an invalid InstanceMetadata", validate.instance_metadata, metadata)
         return instances_pb2.InstanceMetadataResponse(metadata=metadata)
 
 
@@ -324,16 +326,10 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
 
 
 def _lb_answer(value: Any, what: str) -> LbAnswer:
-    if isinstance(value, LbAnswer):
-        answer = value
-    elif value is None or isinstance(value, types_pb2.LoadBalancerStatus):
-        answer = LbAnswer.done(value)
-    else:
-        raise ProviderError.internal(f"provider answered {type(value).__name__} for {what}")
-    try:
-        validate.warnings("warnings", answer.warnings)
-    except Violation as v:
-        raise _bad_answer("an invalid warning", v) from None
+    """An :class:`LbAnswer`; a bare status (or None) is a done one."""
+    value = _expect(value, (LbAnswer, types_pb2.LoadBalancerStatus, type(None)), what)
+    answer = value if isinstance(value, LbAnswer) else LbAnswer.done(value)
+    _check_answer("an invalid warning", validate.warnings, "warnings", answer.warnings)
     return answer
 
 
@@ -364,10 +360,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
                 existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_NOT_EXISTS
             )
         status = _expect(status, types_pb2.LoadBalancerStatus, "GetLoadBalancer")
-        try:
-            validate.load_balancer_status("status", status)
-        except Violation as v:
-            raise _bad_answer("an invalid status", v) from None
+        _check_answer("an invalid status", validate.load_balancer_status, "status", status)
         return loadbalancer_pb2.GetLoadBalancerResponse(
             existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_EXISTS, status=status
         )
@@ -396,10 +389,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
             return response
         if answer.value is None:
             raise ProviderError.internal("provider answered EnsureLoadBalancer without a status")
-        try:
-            validate.load_balancer_status("status", answer.value)
-        except Violation as v:
-            raise _bad_answer("an invalid status", v) from None
+        _check_answer("an invalid status", validate.load_balancer_status, "status", answer.value)
         response.status.CopyFrom(answer.value)
         return response
 
@@ -427,10 +417,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
             ctx, self._impl.ensure_load_balancer_deleted, cluster, service
         )
         warnings = list(warnings or ())
-        try:
-            validate.warnings("warnings", warnings)
-        except Violation as v:
-            raise _bad_answer("an invalid warning", v) from None
+        _check_answer("an invalid warning", validate.warnings, "warnings", warnings)
         return loadbalancer_pb2.EnsureLoadBalancerDeletedResponse(warnings=warnings)
 
     @_rpc
@@ -441,11 +428,10 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
         entries = list(await self._rt.call(ctx, self._impl.list_load_balancers, cluster))
         for i, e in enumerate(entries):
             _expect(e, loadbalancer_pb2.LoadBalancerSummary, "a ListLoadBalancers entry")
-            try:
-                validate.name(f"load_balancers[{i}].name", e.name)
-                validate.name(f"load_balancers[{i}].service_uid", e.service_uid)
-            except Violation as v:
-                raise _bad_answer("an invalid listing", v) from None
+            for name, value in [("name", e.name), ("service_uid", e.service_uid)]:
+                _check_answer(
+                    "an invalid listing", validate.name, f"load_balancers[{i}].{name}", value
+                )
         _unique([e.service_uid for e in entries], "the load balancer of Service uid")
         page, token = paginate.page(
             entries, lambda e: e.service_uid, request.page_size, request.page_token
@@ -527,10 +513,7 @@ class _VolumesAdapter(volumes_pb2_grpc.VolumesServiceServicer):
     async def GetVolumeLabels(self, request: Any, ctx: CallContext) -> Any:
         volume = validate.volume("volume", validate.present(request, "volume"))
         labels = dict(await self._rt.call(ctx, self._impl.get_volume_labels, volume) or {})
-        try:
-            validate.labels("labels", labels)
-        except Violation as v:
-            raise _bad_answer("invalid volume labels", v) from None
+        _check_answer("invalid volume labels", validate.labels, "labels", labels)
         return volumes_pb2.GetVolumeLabelsResponse(labels=labels)
 
 
