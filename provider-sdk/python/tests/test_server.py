@@ -584,6 +584,13 @@ def test_a_listing_with_an_entry_twice_is_refused(ch: grpc.Channel, cloud: Cloud
     routes = routes_pb2_grpc.RoutesServiceStub(ch)
     e = error(routes.ListRoutes, pb.ListRoutesRequest(cluster_name="c"))
     assert e.code == grpc.StatusCode.INTERNAL and "10.0.3.0/24" in e.message
+    cloud.lbs.append(pb.LoadBalancerSummary(name="lb-again", service_uid="uid-004"))
+    lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
+    e = error(lb.ListLoadBalancers, pb.ListLoadBalancersRequest(cluster_name="c", page_size=2))
+    assert (e.code, e.message) == (
+        grpc.StatusCode.INTERNAL,
+        "provider listed the load balancer of Service uid 'uid-004' more than once",
+    )
 
 
 def test_messages_over_4_mib_pass_both_ways(ch: grpc.Channel) -> None:

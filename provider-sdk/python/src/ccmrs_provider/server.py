@@ -225,15 +225,6 @@ def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
     return value  # type: ignore[return-value]
 
 
-def _unique(keys: list[str], what: str) -> None:
-    """A listing names each entry once: pagination relies on it."""
-    seen: set[str] = set()
-    for k in keys:
-        if k in seen:
-            raise ProviderError.internal(f"provider listed {what} {k!r} more than once")
-        seen.add(k)
-
-
 def _cluster_name(value: str) -> str:
     validate.name("cluster_name", value)
     return value
@@ -432,9 +423,12 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
                 _check_answer(
                     "an invalid listing", validate.name, f"load_balancers[{i}].{name}", value
                 )
-        _unique([e.service_uid for e in entries], "the load balancer of Service uid")
         page, token = paginate.page(
-            entries, lambda e: e.service_uid, request.page_size, request.page_token
+            entries,
+            lambda e: e.service_uid,
+            request.page_size,
+            request.page_token,
+            what="the load balancer of Service uid",
         )
         return loadbalancer_pb2.ListLoadBalancersResponse(
             load_balancers=page, next_page_token=token
@@ -455,9 +449,12 @@ class _RoutesAdapter(routes_pb2_grpc.RoutesServiceServicer):
         routes = list(await self._rt.call(ctx, self._impl.list_routes, cluster))
         for r in routes:
             _expect(r, routes_pb2.Route, "a ListRoutes entry")
-        _unique([r.destination_cidr for r in routes], "a route for")
         page, token = paginate.page(
-            routes, lambda r: r.destination_cidr, request.page_size, request.page_token
+            routes,
+            lambda r: r.destination_cidr,
+            request.page_size,
+            request.page_token,
+            what="a route for",
         )
         return routes_pb2.ListRoutesResponse(routes=page, next_page_token=token)
 
