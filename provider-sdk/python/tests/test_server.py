@@ -229,6 +229,36 @@ def test_identity_capabilities_and_probe(ch: grpc.Channel) -> None:
     assert (probe.state, probe.message) == (pb.PROBE_STATE_STARTING, "warming up")
 
 
+def test_identity_answers_are_built_once(endpoint: str) -> None:
+    class Counting(Cloud):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[str] = []
+
+        def info(self) -> ProviderInfo:
+            self.asked.append("info")
+            return super().info()
+
+        def annotation_schema(self) -> pb.AnnotationSchema:
+            self.asked.append("annotation_schema")
+            return super().annotation_schema()
+
+    cloud = Counting()
+    server = ProviderServer(cloud).with_instances(cloud).with_routes(cloud)
+    with server.start(endpoint), channel(endpoint) as c:
+        stub = identity_pb2_grpc.IdentityServiceStub(c)
+        for _ in range(3):
+            assert stub.GetProviderInfo(pb.GetProviderInfoRequest()).name == "test"
+            caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest())
+            assert list(caps.annotations.prefixes) == ["test.example.com/"]
+        assert sorted(cloud.asked) == ["annotation_schema", "info"]
+        # What is served cannot change under the running server.
+        with pytest.raises(RuntimeError, match="before the server serves"):
+            server.with_zones(cloud)
+        caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest())
+        assert list(caps.capabilities) == [pb.CAPABILITY_INSTANCES, pb.CAPABILITY_ROUTES]
+
+
 def test_capabilities_follow_what_is_implemented(endpoint: str) -> None:
     class NoListing(LoadBalancers):
         get_load_balancer = ensure_load_balancer = update_load_balancer = Cloud.get_load_balancer

@@ -198,11 +198,13 @@ class Identity(ABC):
 
     @abstractmethod
     def info(self) -> ProviderInfo:
-        """Cheap and side-effect free; called on every (re)connect."""
+        """Who the provider is. Called once, when the :class:`ProviderServer`
+        is built: the contract fixes the answer per ``vendor_version``."""
 
     def annotation_schema(self) -> identity_pb2.AnnotationSchema | None:
         """The Service annotations the provider understands (prefixes it
-        owns, keys it reads), so the controller can warn about typos."""
+        owns, keys it reads), so the controller can warn about typos.
+        Called once, with :meth:`info`."""
         return None
 
     def probe(self, ctx: CallContext) -> Readiness | Awaitable[Readiness]:

@@ -60,6 +60,7 @@ from .provider import (
     Instances,
     LbAnswer,
     LoadBalancers,
+    ProviderInfo,
     Readiness,
     Routes,
     ShutdownState,
@@ -234,27 +235,26 @@ def _cluster_name(value: str) -> str:
 
 
 class _IdentityAdapter(identity_pb2_grpc.IdentityServiceServicer):
-    def __init__(self, rt: _Runtime, identity: Identity, capabilities: list[int]) -> None:
+    """GetProviderInfo and GetProviderCapabilities answer what
+    :class:`ProviderServer` built once: no provider code runs for them."""
+
+    def __init__(
+        self,
+        rt: _Runtime,
+        identity: Identity,
+        info: identity_pb2.GetProviderInfoResponse,
+        capabilities: identity_pb2.GetProviderCapabilitiesResponse,
+    ) -> None:
         self._rt = rt
         self._identity = identity
+        self._info = info
         self._capabilities = capabilities
 
     async def GetProviderInfo(self, request: Any, context: Any) -> Any:
-        info = self._identity.info()
-        return identity_pb2.GetProviderInfoResponse(
-            name=info.name,
-            vendor_version=info.vendor_version,
-            provider_id_scheme=info.provider_id_scheme,
-            contract_version=CONTRACT_VERSION,
-            has_cluster_id=info.has_cluster_id,
-            manifest=dict(info.manifest),
-        )
+        return self._info
 
     async def GetProviderCapabilities(self, request: Any, context: Any) -> Any:
-        return identity_pb2.GetProviderCapabilitiesResponse(
-            capabilities=self._capabilities,
-            annotations=self._identity.annotation_schema() or identity_pb2.AnnotationSchema(),
-        )
+        return self._capabilities
 
     @_rpc
     async def Probe(self, request: Any, ctx: CallContext) -> Any:
@@ -540,9 +540,8 @@ def _overrides(impl: object, base: type, method: str) -> bool:
     return getattr(type(impl), method, None) is not getattr(base, method)
 
 
-def check_info(identity: Identity) -> None:
+def _check_identity(info: ProviderInfo, schema: identity_pb2.AnnotationSchema | None) -> None:
     """Refuses an identity the conformance suite would fail, at start."""
-    info = identity.info()
     problems = []
     if not validate.is_dns_label(info.name):
         problems.append(f"name {info.name!r} is not a DNS-1123 label of at most 63 characters")
@@ -551,7 +550,6 @@ def check_info(identity: Identity) -> None:
     scheme = info.provider_id_scheme
     if not scheme or ":" in scheme or "/" in scheme:
         problems.append(f"provider_id_scheme {scheme!r} is not the part before '://'")
-    schema = identity.annotation_schema()
     if schema is not None:
         for p in schema.prefixes:
             if not p.endswith("/") or len(p) < 2:
@@ -571,7 +569,12 @@ class ProviderServer:
     ``socket_mode`` is the socket file's permission bits (0o600; 0o660 when
     the controller runs as another user of the same group). ``max_workers``
     bounds how many plain provider methods run at once. ``grace`` is how
-    long shutdown waits for calls in flight, in seconds."""
+    long shutdown waits for calls in flight, in seconds.
+
+    ``identity.info()`` and ``identity.annotation_schema()`` are called
+    once, here: the contract fixes GetProviderInfo and
+    GetProviderCapabilities per ``vendor_version``, so both answers are
+    built now and served as they are."""
 
     def __init__(
         self,
@@ -583,23 +586,38 @@ class ProviderServer:
     ) -> None:
         if socket_mode & 0o007:
             raise ValueError(f"socket mode {socket_mode:04o} lets other users drive the cloud")
-        check_info(identity)
+        info = identity.info()
+        schema = identity.annotation_schema()
+        _check_identity(info, schema)
+        self._info = identity_pb2.GetProviderInfoResponse(
+            name=info.name,
+            vendor_version=info.vendor_version,
+            provider_id_scheme=info.provider_id_scheme,
+            contract_version=CONTRACT_VERSION,
+            has_cluster_id=info.has_cluster_id,
+            manifest=dict(info.manifest),
+        )
+        # The with_* methods add the capabilities.
+        self._capabilities = identity_pb2.GetProviderCapabilitiesResponse(
+            annotations=schema or identity_pb2.AnnotationSchema()
+        )
         self.identity = identity
         self.socket_mode = socket_mode
         self.grace = grace
         self._rt = _Runtime(max_workers)
-        self._capabilities: list[int] = []
         self._services: list[tuple[str, Callable[[grpc.aio.Server], None]]] = []
         self._served = False
 
     def _add(self, name: str, register: Callable[[grpc.aio.Server], None], *caps: int) -> None:
+        if self._served:
+            raise RuntimeError("services are added before the server serves")
         if any(n == name for n, _ in self._services):
             raise ValueError(f"{name} was already added")
         self._services.append((name, register))
-        self._capabilities.extend(caps)
+        self._capabilities.capabilities.extend(caps)
 
     def with_instances(self, impl: Instances) -> ProviderServer:
-        adapter = _InstancesAdapter(self._rt, impl, self.identity.info().provider_id_scheme)
+        adapter = _InstancesAdapter(self._rt, impl, self._info.provider_id_scheme)
         self._add(
             "ccmrs.cloudprovider.v1.InstancesService",
             functools.partial(instances_pb2_grpc.add_InstancesServiceServicer_to_server, adapter),
@@ -664,7 +682,7 @@ class ProviderServer:
     @property
     def capabilities(self) -> list[int]:
         """The capabilities this server advertises (``Capability`` values)."""
-        return list(self._capabilities)
+        return list(self._capabilities.capabilities)
 
     async def serve(
         self,
@@ -689,7 +707,7 @@ class ProviderServer:
         )
         identity_name = "ccmrs.cloudprovider.v1.IdentityService"
         identity_pb2_grpc.add_IdentityServiceServicer_to_server(
-            _IdentityAdapter(self._rt, self.identity, self.capabilities), server
+            _IdentityAdapter(self._rt, self.identity, self._info, self._capabilities), server
         )
         for _, register in self._services:
             register(server)
@@ -709,11 +727,10 @@ class ProviderServer:
         await server.start()
         if started is not None:
             started()
-        info = self.identity.info()
         log.info(
             "provider %s %s serving on %s, capabilities %s",
-            info.name,
-            info.vendor_version,
+            self._info.name,
+            self._info.vendor_version,
             path,
             [identity_pb2.Capability.Name(c) for c in self.capabilities],
         )
