@@ -62,7 +62,6 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
         self.update: object = LbAnswer.elsewhere("another controller").warn(
             "AnnotationIgnored", "x is ignored"
         )
-        self.release = threading.Event()
         self.cancelled_seen = threading.Event()
         self.async_cancelled_seen = threading.Event()
 
@@ -173,7 +172,6 @@ def cloud() -> Cloud:
 def ch(cloud: Cloud, endpoint: str) -> Iterator[grpc.Channel]:
     with serve(cloud, endpoint), channel(endpoint) as c:
         yield c
-    cloud.release.set()
 
 
 def wait_for(condition, what: str, timeout: float = 5) -> None:
@@ -552,9 +550,10 @@ def test_a_caller_giving_up_cancels_the_call(ch: grpc.Channel, cloud: Cloud) -> 
     )
     assert e.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert cloud.cancelled_seen.wait(5), "ctx.wait() did not wake when the deadline passed"
-    future = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
-    time.sleep(0.2)
     cloud.cancelled_seen.clear()
+    before = len(cloud.calls)
+    future = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
+    wait_for(lambda: len(cloud.calls) > before, "the call never reached the provider")
     future.cancel()
     assert cloud.cancelled_seen.wait(5), "ctx.wait() did not wake when the caller cancelled"
 
@@ -576,7 +575,7 @@ def test_health_and_probe_never_queue_behind_provider_work(cloud: Cloud, endpoin
     with serve(cloud, endpoint, max_workers=1), channel(endpoint) as c:
         inst = instances_pb2_grpc.InstancesServiceStub(c)
         hung = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
-        time.sleep(0.2)
+        wait_for(lambda: cloud.calls, "the call never reached the provider")
         started = time.monotonic()
         answer = health_pb2_grpc.HealthStub(c).Check(health_pb2.HealthCheckRequest(), timeout=2)
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
