@@ -581,12 +581,58 @@ def test_health_and_probe_never_queue_behind_provider_work(cloud: Cloud, endpoin
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
         identity_pb2_grpc.IdentityServiceStub(c).Probe(pb.ProbeRequest(), timeout=2)
         assert time.monotonic() - started < 1
-        # A call waiting for a worker gives up at its deadline.
-        e = error(
-            inst.InstanceExists, pb.InstanceExistsRequest(node=pb.NodeRef(name="n")), timeout=0.3
+        hung.cancel()
+
+
+def test_a_queued_call_whose_caller_gave_up_never_starts(cloud: Cloud, endpoint: str) -> None:
+    with serve(cloud, endpoint, max_workers=1), channel(endpoint) as c:
+        inst = instances_pb2_grpc.InstancesServiceStub(c)
+
+        def exists(name: str, request_id: str, **kwargs):
+            return inst.InstanceExists(
+                pb.InstanceExistsRequest(node=pb.NodeRef(name=name)),
+                metadata=[("x-ccm-request-id", request_id)],
+                **kwargs,
+            )
+
+        hung = inst.InstanceExists.future(
+            pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")),
+            metadata=[("x-ccm-request-id", "hung")],
         )
+        wait_for(lambda: cloud.calls, "the call never reached the provider")
+        # The only worker is busy: this call waits for it, and gives up at
+        # its deadline.
+        e = error(exists, "n", "queued", timeout=0.3)
         assert e.code == grpc.StatusCode.DEADLINE_EXCEEDED
         hung.cancel()
+        assert cloud.cancelled_seen.wait(5), "the hung call did not see its caller leave"
+        # The worker is free; the next call, queued after the one given up,
+        # runs, and the one given up never did.
+        assert exists("n", "after", timeout=5).existence == pb.INSTANCE_EXISTENCE_EXISTS
+        assert [ctx.request_id for _, ctx in cloud.calls] == ["hung", "after"]
+
+
+def test_shutdown_reports_not_serving_while_it_drains(cloud: Cloud, endpoint: str) -> None:
+    running = serve(cloud, endpoint)
+    stopper = threading.Thread(target=running.stop)
+    with channel(endpoint) as c:
+        health = health_pb2_grpc.HealthStub(c)
+        watches = [
+            health.Watch(health_pb2.HealthCheckRequest(service=name), timeout=20)
+            for name in ["", "ccmrs.cloudprovider.v1.InstancesService"]
+        ]
+        for watch in watches:
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        stopper.start()
+        try:
+            for watch in watches:
+                assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        finally:
+            # The watches are the calls in flight the server drains.
+            for watch in watches:
+                watch.cancel()
+            stopper.join(20)
+    assert not stopper.is_alive(), "the server did not stop"
 
 
 def test_listings_are_paginated(ch: grpc.Channel) -> None:
