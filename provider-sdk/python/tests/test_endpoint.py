@@ -69,6 +69,15 @@ def test_a_file_that_is_not_a_socket_is_never_removed(endpoint: str) -> None:
         assert f.read() == "precious"
 
 
-def test_no_server_no_answer(endpoint: str) -> None:
-    with pytest.raises(grpc.RpcError):
+def test_a_stopped_server_answers_nothing_and_a_new_one_takes_its_endpoint(
+    endpoint: str,
+) -> None:
+    with ProviderServer(Tiny()).start(endpoint):
+        assert answers(endpoint)
+    with pytest.raises(grpc.RpcError) as e:
         answers(endpoint)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    # A provider restarted on the same endpoint serves again.
+    with ProviderServer(Tiny()).start(endpoint):
+        assert answers(endpoint)
+    assert not os.path.exists(socket_path(endpoint))

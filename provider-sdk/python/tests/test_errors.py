@@ -26,6 +26,7 @@ CASES = [
     ProviderError.credentials_invalid("no token", code=grpc.StatusCode.UNAUTHENTICATED),
     ProviderError.invalid_request("node.name", "is required"),
     ProviderError.not_leader(FencingToken(9, "cp-2_beef")),
+    ProviderError.not_found("no load balancer to update"),
     ProviderError.internal("bug"),
     ProviderError.unimplemented("nope"),
 ]
@@ -126,3 +127,11 @@ def test_long_texts_are_cut_at_a_character_boundary() -> None:
 def test_str_is_the_bare_message() -> None:
     assert str(ProviderError.internal("boom")) == "boom"
     assert str(ProviderError(grpc.StatusCode.INTERNAL, None, "")) == "INTERNAL"
+
+
+def test_not_found_has_the_code_and_no_reason() -> None:
+    e = ProviderError.not_found("no load balancer to update")
+    assert (e.code, e.reason) == (grpc.StatusCode.NOT_FOUND, None)
+    status = e.to_rpc_status()
+    assert status.code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert not status.details, "NOT_FOUND without a reason carries no ErrorInfo"

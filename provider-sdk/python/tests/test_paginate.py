@@ -1,6 +1,7 @@
+import grpc
 import pytest
 
-from ccmrs_provider import Violation
+from ccmrs_provider import ProviderError, Violation
 from ccmrs_provider.paginate import DEFAULT_PAGE_SIZE, page
 
 
@@ -46,3 +47,11 @@ def test_bad_tokens_and_sizes_are_named(size: int, token: str, field: str) -> No
     with pytest.raises(Violation) as e:
         page(["a"], lambda s: s, size, token)
     assert e.value.field == field
+
+
+def test_a_key_listed_twice_is_a_provider_bug() -> None:
+    for size, token in [(1, ""), (10, ""), (1, "k1.61")]:
+        with pytest.raises(ProviderError) as e:
+            page(["b", "a", "c", "b"], lambda s: s, size, token, what="a route for")
+        assert (e.value.code, e.value.reason) == (grpc.StatusCode.INTERNAL, None)
+        assert e.value.message == "provider listed a route for 'b' more than once"

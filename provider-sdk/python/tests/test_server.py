@@ -59,8 +59,11 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
             pb.Route(target_node="n", destination_cidr=f"10.0.{i}.0/24") for i in range(5)
         ]
         self.labels: dict[str, str] = {"topology.kubernetes.io/zone": "z"}
-        self.release = threading.Event()
+        self.update: object = LbAnswer.elsewhere("another controller").warn(
+            "AnnotationIgnored", "x is ignored"
+        )
         self.cancelled_seen = threading.Event()
+        self.async_cancelled_seen = threading.Event()
 
     def info(self) -> ProviderInfo:
         return ProviderInfo(
@@ -101,11 +104,18 @@ class Cloud(Identity, Instances, LoadBalancers, Routes, Zones, Volumes, Clusters
 
     async def ensure_load_balancer(self, ctx, cluster_name, service, nodes):
         self.calls.append(("ensure", (ctx, cluster_name, len(nodes))))
+        if cluster_name == "hang":
+            # A coroutine is cancelled when the caller leaves.
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.async_cancelled_seen.set()
+                raise
         await asyncio.sleep(0)
         return self.status
 
     def update_load_balancer(self, ctx, cluster_name, service, nodes):
-        return LbAnswer.elsewhere("another controller").warn("AnnotationIgnored", "x is ignored")
+        return self.update
 
     def ensure_load_balancer_deleted(self, ctx, cluster_name, service):
         return [pb.Warning(reason="not camel", message="m")]
@@ -162,7 +172,15 @@ def cloud() -> Cloud:
 def ch(cloud: Cloud, endpoint: str) -> Iterator[grpc.Channel]:
     with serve(cloud, endpoint), channel(endpoint) as c:
         yield c
-    cloud.release.set()
+
+
+def wait_for(condition, what: str, timeout: float = 5) -> None:
+    """Polls ``condition`` until it holds, failing with ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 def error(call, *args, **kwargs) -> ProviderError:
@@ -207,6 +225,36 @@ def test_identity_capabilities_and_probe(ch: grpc.Channel) -> None:
     ]
     probe = stub.Probe(pb.ProbeRequest())
     assert (probe.state, probe.message) == (pb.PROBE_STATE_STARTING, "warming up")
+
+
+def test_identity_answers_are_built_once(endpoint: str) -> None:
+    class Counting(Cloud):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[str] = []
+
+        def info(self) -> ProviderInfo:
+            self.asked.append("info")
+            return super().info()
+
+        def annotation_schema(self) -> pb.AnnotationSchema:
+            self.asked.append("annotation_schema")
+            return super().annotation_schema()
+
+    cloud = Counting()
+    server = ProviderServer(cloud).with_instances(cloud).with_routes(cloud)
+    with server.start(endpoint), channel(endpoint) as c:
+        stub = identity_pb2_grpc.IdentityServiceStub(c)
+        for _ in range(3):
+            assert stub.GetProviderInfo(pb.GetProviderInfoRequest()).name == "test"
+            caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest())
+            assert list(caps.annotations.prefixes) == ["test.example.com/"]
+        assert sorted(cloud.asked) == ["annotation_schema", "info"]
+        # What is served cannot change under the running server.
+        with pytest.raises(RuntimeError, match="before the server serves"):
+            server.with_zones(cloud)
+        caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest())
+        assert list(caps.capabilities) == [pb.CAPABILITY_INSTANCES, pb.CAPABILITY_ROUTES]
 
 
 def test_capabilities_follow_what_is_implemented(endpoint: str) -> None:
@@ -403,6 +451,8 @@ def test_invalid_answers_become_internal_errors(ch: grpc.Channel, cloud: Cloud) 
     cloud.metadata = pb.InstanceMetadata(provider_id="not-a-provider-id")
     cloud.status = pb.LoadBalancerStatus(ingress=[pb.LoadBalancerIngress()])
     cloud.labels = {"bad key": "v"}
+    cloud.update = "done"
+    cloud.lbs = [pb.LoadBalancerSummary(name="lb", service_uid="")]
     cases = [
         (inst.InstanceMetadata, pb.InstanceMetadataRequest(node=node), "metadata.provider_id"),
         (inst.InstanceExists, pb.InstanceExistsRequest(node=pb.NodeRef(name="none")), "NoneType"),
@@ -410,6 +460,16 @@ def test_invalid_answers_become_internal_errors(ch: grpc.Channel, cloud: Cloud) 
             lb.EnsureLoadBalancer,
             pb.EnsureLoadBalancerRequest(cluster_name="c", service=service()),
             "status.ingress[0]",
+        ),
+        (
+            lb.UpdateLoadBalancer,
+            pb.UpdateLoadBalancerRequest(cluster_name="c", service=service()),
+            "str for UpdateLoadBalancer, expected LbAnswer",
+        ),
+        (
+            lb.ListLoadBalancers,
+            pb.ListLoadBalancersRequest(cluster_name="c"),
+            "load_balancers[0].service_uid",
         ),
         (
             lb.EnsureLoadBalancerDeleted,
@@ -490,29 +550,89 @@ def test_a_caller_giving_up_cancels_the_call(ch: grpc.Channel, cloud: Cloud) -> 
     )
     assert e.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert cloud.cancelled_seen.wait(5), "ctx.wait() did not wake when the deadline passed"
-    future = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
-    time.sleep(0.2)
     cloud.cancelled_seen.clear()
+    before = len(cloud.calls)
+    future = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
+    wait_for(lambda: len(cloud.calls) > before, "the call never reached the provider")
     future.cancel()
     assert cloud.cancelled_seen.wait(5), "ctx.wait() did not wake when the caller cancelled"
+
+
+def test_a_caller_giving_up_cancels_an_async_method(ch: grpc.Channel, cloud: Cloud) -> None:
+    lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
+    future = lb.EnsureLoadBalancer.future(
+        pb.EnsureLoadBalancerRequest(cluster_name="hang", service=service())
+    )
+    wait_for(lambda: cloud.calls, "EnsureLoadBalancer never reached the provider")
+    ctx = cloud.calls[-1][1][0]
+    assert not ctx.cancelled
+    future.cancel()
+    assert cloud.async_cancelled_seen.wait(5), "the coroutine was not cancelled"
+    wait_for(lambda: ctx.cancelled, "the CallContext was not marked cancelled")
 
 
 def test_health_and_probe_never_queue_behind_provider_work(cloud: Cloud, endpoint: str) -> None:
     with serve(cloud, endpoint, max_workers=1), channel(endpoint) as c:
         inst = instances_pb2_grpc.InstancesServiceStub(c)
         hung = inst.InstanceExists.future(pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")))
-        time.sleep(0.2)
+        wait_for(lambda: cloud.calls, "the call never reached the provider")
         started = time.monotonic()
         answer = health_pb2_grpc.HealthStub(c).Check(health_pb2.HealthCheckRequest(), timeout=2)
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
         identity_pb2_grpc.IdentityServiceStub(c).Probe(pb.ProbeRequest(), timeout=2)
         assert time.monotonic() - started < 1
-        # A call waiting for a worker gives up at its deadline.
-        e = error(
-            inst.InstanceExists, pb.InstanceExistsRequest(node=pb.NodeRef(name="n")), timeout=0.3
+        hung.cancel()
+
+
+def test_a_queued_call_whose_caller_gave_up_never_starts(cloud: Cloud, endpoint: str) -> None:
+    with serve(cloud, endpoint, max_workers=1), channel(endpoint) as c:
+        inst = instances_pb2_grpc.InstancesServiceStub(c)
+
+        def exists(name: str, request_id: str, **kwargs):
+            return inst.InstanceExists(
+                pb.InstanceExistsRequest(node=pb.NodeRef(name=name)),
+                metadata=[("x-ccm-request-id", request_id)],
+                **kwargs,
+            )
+
+        hung = inst.InstanceExists.future(
+            pb.InstanceExistsRequest(node=pb.NodeRef(name="hang")),
+            metadata=[("x-ccm-request-id", "hung")],
         )
+        wait_for(lambda: cloud.calls, "the call never reached the provider")
+        # The only worker is busy: this call waits for it, and gives up at
+        # its deadline.
+        e = error(exists, "n", "queued", timeout=0.3)
         assert e.code == grpc.StatusCode.DEADLINE_EXCEEDED
         hung.cancel()
+        assert cloud.cancelled_seen.wait(5), "the hung call did not see its caller leave"
+        # The worker is free; the next call, queued after the one given up,
+        # runs, and the one given up never did.
+        assert exists("n", "after", timeout=5).existence == pb.INSTANCE_EXISTENCE_EXISTS
+        assert [ctx.request_id for _, ctx in cloud.calls] == ["hung", "after"]
+
+
+def test_shutdown_reports_not_serving_while_it_drains(cloud: Cloud, endpoint: str) -> None:
+    running = serve(cloud, endpoint)
+    stopper = threading.Thread(target=running.stop)
+    with channel(endpoint) as c:
+        health = health_pb2_grpc.HealthStub(c)
+        watches = [
+            health.Watch(health_pb2.HealthCheckRequest(service=name), timeout=20)
+            for name in ["", "ccmrs.cloudprovider.v1.InstancesService"]
+        ]
+        for watch in watches:
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        stopper.start()
+        try:
+            for watch in watches:
+                assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        finally:
+            # The watches are the calls in flight the server drains.
+            for watch in watches:
+                watch.cancel()
+            stopper.join(20)
+    assert not stopper.is_alive(), "the server did not stop"
 
 
 def test_listings_are_paginated(ch: grpc.Channel) -> None:
@@ -539,6 +659,13 @@ def test_a_listing_with_an_entry_twice_is_refused(ch: grpc.Channel, cloud: Cloud
     routes = routes_pb2_grpc.RoutesServiceStub(ch)
     e = error(routes.ListRoutes, pb.ListRoutesRequest(cluster_name="c"))
     assert e.code == grpc.StatusCode.INTERNAL and "10.0.3.0/24" in e.message
+    cloud.lbs.append(pb.LoadBalancerSummary(name="lb-again", service_uid="uid-004"))
+    lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
+    e = error(lb.ListLoadBalancers, pb.ListLoadBalancersRequest(cluster_name="c", page_size=2))
+    assert (e.code, e.message) == (
+        grpc.StatusCode.INTERNAL,
+        "provider listed the load balancer of Service uid 'uid-004' more than once",
+    )
 
 
 def test_messages_over_4_mib_pass_both_ways(ch: grpc.Channel) -> None:

@@ -99,8 +99,14 @@ def test_provider_ids_cidrs_and_ips() -> None:
             validate.provider_id("f", bad)
     validate.cidr("f", "10.0.0.0/8")
     validate.cidr("f", "fd00::/64")
-    for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8"]:
+    validate.cidr("f", "0.0.0.0/0")
+    for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1"]:
         with pytest.raises(Violation):
+            validate.cidr("f", bad)
+    # As the Rust SDK's cidrs_and_ips: a sign or a leading zero in the
+    # prefix is refused (no "address/prefix" parser takes them).
+    for bad in ["0.0.0.0/+0", "10.0.0.0/+8", "10.0.0.0/08", "fd00::/064", "10.0.0.0/00"]:
+        with pytest.raises(Violation, match="is not a CIDR"):
             validate.cidr("f", bad)
     validate.ip("f", "::1")
     for bad in ["256.0.0.1", "fe80::1%eth0", "010.0.0.1"]:
@@ -128,6 +134,44 @@ def test_load_balancer_status_answers() -> None:
         with pytest.raises(Violation) as e:
             validate.load_balancer_status("status", pb.LoadBalancerStatus(ingress=[ingress]))
         assert e.value.field == field
+
+
+def _one(ip: str, hostname: str, ip_mode: int) -> pb.LoadBalancerStatus:
+    return pb.LoadBalancerStatus(
+        ingress=[pb.LoadBalancerIngress(ip=ip, hostname=hostname, ip_mode=ip_mode)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "field"),
+    [
+        (_one("", "0", pb.IP_MODE_VIP), "s.ingress[0].ip_mode"),
+        (_one("", "lb.example.com", pb.IP_MODE_VIP), "s.ingress[0].ip_mode"),
+        (_one("", "010.0.0.1", pb.IP_MODE_UNSPECIFIED), "s.ingress[0].hostname"),
+        (_one("::ffff:1.2.3.4", "", pb.IP_MODE_VIP), "s.ingress[0].ip"),
+    ],
+    ids=["mode-without-ip", "mode-on-hostname", "leading-zero-hostname", "v4-mapped-ip"],
+)
+def test_statuses_kubernetes_refuses_are_refused(status: pb.LoadBalancerStatus, field: str) -> None:
+    """As the Rust SDK's test of the same name: each passed, and the
+    apiserver refuses each in the Service's status."""
+    with pytest.raises(Violation) as e:
+        validate.load_balancer_status("s", status)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        _one("1.2.3.4", "", pb.IP_MODE_VIP),
+        _one("", "lb.example.com", pb.IP_MODE_UNSPECIFIED),
+        _one("", "1.2.3.4444", pb.IP_MODE_UNSPECIFIED),
+        _one("2001:db8::1", "lb.example.com", pb.IP_MODE_VIP),
+    ],
+    ids=["v4-vip", "hostname", "four-digit-octet-hostname", "v6-and-hostname"],
+)
+def test_statuses_kubernetes_accepts_pass(status: pb.LoadBalancerStatus) -> None:
+    validate.load_balancer_status("s", status)
 
 
 def test_routes_and_volumes() -> None:

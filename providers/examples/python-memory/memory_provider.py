@@ -2,7 +2,6 @@
 routes and zones, kept in dicts. Run: memory_provider.py --endpoint unix:///tmp/p.sock --instance n1"""
 
 import argparse
-import copy
 import ipaddress
 import logging
 import threading
@@ -96,7 +95,7 @@ class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sd
 
     def update_load_balancer(self, ctx, cluster, svc, nodes):  # backends are not modelled
         if self.commit(ctx, cluster, lambda: (cluster, svc.uid) not in self.lbs):
-            raise ProviderError.internal("no load balancer to update; EnsureLoadBalancer creates it")
+            raise ProviderError.not_found("no load balancer to update; EnsureLoadBalancer creates it")
 
     def ensure_load_balancer_deleted(self, ctx, cluster, svc):
         self.commit(ctx, cluster, lambda: self.lbs.pop((cluster, svc.uid), None))
@@ -107,10 +106,7 @@ class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sd
 
     def list_routes(self, ctx, cluster):
         with self.lock:
-            routes = [copy.deepcopy(r) for (c, _), r in self.routes.items() if c == cluster]
-            for r in routes:
-                r.blackhole = r.target_node not in self.instances  # its target instance is gone
-            return routes
+            return [r for (c, _), r in self.routes.items() if c == cluster]
 
     def create_route(self, ctx, cluster, name_hint, route):
         self.find(pb.NodeRef(name=route.target_node))

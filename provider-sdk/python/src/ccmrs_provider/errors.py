@@ -222,6 +222,14 @@ class ProviderError(Exception):
         )
 
     @classmethod
+    def not_found(cls, message: str) -> ProviderError:
+        """The resource the call operates on does not exist (NOT_FOUND, no
+        reason): UpdateLoadBalancer of a load balancer never ensured or
+        deleted out of band, Master of a cluster ListClusters does not list.
+        A missing instance is :meth:`instance_not_found` instead."""
+        return cls(grpc.StatusCode.NOT_FOUND, None, message)
+
+    @classmethod
     def internal(cls, message: str) -> ProviderError:
         """A provider bug or an unexpected cloud answer (INTERNAL, no reason)."""
         return cls(grpc.StatusCode.INTERNAL, None, message)

@@ -7,9 +7,11 @@ form as the Rust SDK's (``k1.`` + the hex of the last key)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from .errors import ProviderError
 from .validate import Violation
 
 #: Page size when the request says 0.
@@ -23,11 +25,18 @@ T = TypeVar("T")
 
 
 def page(
-    entries: Iterable[T], key: Callable[[T], str], page_size: int, token: str
+    entries: Iterable[T],
+    key: Callable[[T], str],
+    page_size: int,
+    token: str,
+    *,
+    what: str = "an entry with key",
 ) -> tuple[list[T], str]:
     """The page after ``token`` and the token of the next page (empty on the
     last page). Raises :class:`Violation` naming ``page_size`` or
-    ``page_token``."""
+    ``page_token``, and ``ProviderError.internal`` when two entries have
+    the same key (``what`` describes the key in its message): the
+    provider's listing names each entry once, and pagination relies on it."""
     if page_size < 0:
         raise Violation("page_size", f"{page_size} is negative")
     size = min(page_size, MAX_PAGE_SIZE) if page_size else DEFAULT_PAGE_SIZE
@@ -38,6 +47,9 @@ def page(
             raise Violation("page_token", "not a token this provider issued")
     ordered = sorted(entries, key=key)
     keys = [key(e) for e in ordered]
+    for k, following in itertools.pairwise(keys):
+        if k == following:
+            raise ProviderError.internal(f"provider listed {what} {k!r} more than once")
     start = 0 if after is None else bisect.bisect_right(keys, after)
     rest = ordered[start : start + size + 1]
     if len(rest) > size:

@@ -198,11 +198,13 @@ class Identity(ABC):
 
     @abstractmethod
     def info(self) -> ProviderInfo:
-        """Cheap and side-effect free; called on every (re)connect."""
+        """Who the provider is. Called once, when the :class:`ProviderServer`
+        is built: the contract fixes the answer per ``vendor_version``."""
 
     def annotation_schema(self) -> identity_pb2.AnnotationSchema | None:
         """The Service annotations the provider understands (prefixes it
-        owns, keys it reads), so the controller can warn about typos."""
+        owns, keys it reads), so the controller can warn about typos.
+        Called once, with :meth:`info`."""
         return None
 
     def probe(self, ctx: CallContext) -> Readiness | Awaitable[Readiness]:
@@ -276,7 +278,8 @@ class LoadBalancers(ABC):
         service: types_pb2.Service,
         nodes: list[types_pb2.NodeRef],
     ) -> LbAnswer | Awaitable[LbAnswer | None] | None:
-        """Updates only the backends; None means done."""
+        """Updates only the backends; None means done. Never creates: when
+        no load balancer exists, raise ``ProviderError.not_found``."""
 
     @abstractmethod
     def ensure_load_balancer_deleted(
@@ -356,4 +359,6 @@ class Clusters(ABC):
     def list_clusters(self, ctx: CallContext) -> Iterable[str] | Awaitable[Iterable[str]]: ...
 
     @abstractmethod
-    def master(self, ctx: CallContext, cluster_name: str) -> str | Awaitable[str]: ...
+    def master(self, ctx: CallContext, cluster_name: str) -> str | Awaitable[str]:
+        """The control plane's address; a cluster :meth:`list_clusters` does
+        not list raises ``ProviderError.not_found``."""

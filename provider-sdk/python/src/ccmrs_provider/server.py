@@ -60,6 +60,7 @@ from .provider import (
     Instances,
     LbAnswer,
     LoadBalancers,
+    ProviderInfo,
     Readiness,
     Routes,
     ShutdownState,
@@ -134,7 +135,8 @@ class _Runtime:
     ) -> Any:
         """Runs one provider method (plain or ``async``). Anything it raises
         but a ProviderError becomes INTERNAL (NotImplementedError:
-        UNIMPLEMENTED), its details logged, not sent."""
+        UNIMPLEMENTED), its details logged, not sent. A caller giving up
+        cancels the awaiting task: :meth:`handle` marks ``ctx`` cancelled."""
         try:
             if inspect.iscoroutinefunction(fn):
                 return await fn(ctx, *args)
@@ -150,9 +152,6 @@ class _Runtime:
             if inspect.isawaitable(result):
                 return await result
             return result
-        except asyncio.CancelledError:
-            ctx.cancel()
-            raise
         except ProviderError:
             raise
         except NotImplementedError:
@@ -208,9 +207,14 @@ def _rpc(body: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     return handler
 
 
-def _bad_answer(what: str, v: Violation) -> ProviderError:
-    """A provider bug must not reach the controller as a valid answer."""
-    return ProviderError.internal(f"provider answered {what}: {v}")
+def _check_answer(what: str, check: Callable[..., None], *args: Any) -> None:
+    """Runs a ``validate`` check on a provider's answer. A violation is a
+    provider bug, which must not reach the controller as a valid answer:
+    INTERNAL naming the field."""
+    try:
+        check(*args)
+    except Violation as v:
+        raise ProviderError.internal(f"provider answered {what}: {v}") from None
 
 
 def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
@@ -222,15 +226,6 @@ def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
     return value  # type: ignore[return-value]
 
 
-def _unique(keys: list[str], what: str) -> None:
-    """A listing names each entry once: pagination relies on it."""
-    seen: set[str] = set()
-    for k in keys:
-        if k in seen:
-            raise ProviderError.internal(f"provider listed {what} {k!r} more than once")
-        seen.add(k)
-
-
 def _cluster_name(value: str) -> str:
     validate.name("cluster_name", value)
     return value
@@ -240,27 +235,26 @@ def _cluster_name(value: str) -> str:
 
 
 class _IdentityAdapter(identity_pb2_grpc.IdentityServiceServicer):
-    def __init__(self, rt: _Runtime, identity: Identity, capabilities: list[int]) -> None:
+    """GetProviderInfo and GetProviderCapabilities answer what
+    :class:`ProviderServer` built once: no provider code runs for them."""
+
+    def __init__(
+        self,
+        rt: _Runtime,
+        identity: Identity,
+        info: identity_pb2.GetProviderInfoResponse,
+        capabilities: identity_pb2.GetProviderCapabilitiesResponse,
+    ) -> None:
         self._rt = rt
         self._identity = identity
+        self._info = info
         self._capabilities = capabilities
 
     async def GetProviderInfo(self, request: Any, context: Any) -> Any:
-        info = self._identity.info()
-        return identity_pb2.GetProviderInfoResponse(
-            name=info.name,
-            vendor_version=info.vendor_version,
-            provider_id_scheme=info.provider_id_scheme,
-            contract_version=CONTRACT_VERSION,
-            has_cluster_id=info.has_cluster_id,
-            manifest=dict(info.manifest),
-        )
+        return self._info
 
     async def GetProviderCapabilities(self, request: Any, context: Any) -> Any:
-        return identity_pb2.GetProviderCapabilitiesResponse(
-            capabilities=self._capabilities,
-            annotations=self._identity.annotation_schema() or identity_pb2.AnnotationSchema(),
-        )
+        return self._capabilities
 
     @_rpc
     async def Probe(self, request: Any, ctx: CallContext) -> Any:
@@ -315,10 +309,7 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
         node = self._node(request)
         metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
         metadata = _expect(metadata, instances_pb2.InstanceMetadata, "InstanceMetadata")
-        try:
-            validate.instance_metadata(metadata)
-        except Violation as v:
-            raise _bad_answer("an invalid InstanceMetadata", v) from None
+        _check_answer("an invalid InstanceMetadata", validate.instance_metadata, metadata)
         return instances_pb2.InstanceMetadataResponse(metadata=metadata)
 
 
@@ -326,16 +317,10 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
 
 
 def _lb_answer(value: Any, what: str) -> LbAnswer:
-    if isinstance(value, LbAnswer):
-        answer = value
-    elif value is None or isinstance(value, types_pb2.LoadBalancerStatus):
-        answer = LbAnswer.done(value)
-    else:
-        raise ProviderError.internal(f"provider answered {type(value).__name__} for {what}")
-    try:
-        validate.warnings("warnings", answer.warnings)
-    except Violation as v:
-        raise _bad_answer("an invalid warning", v) from None
+    """An :class:`LbAnswer`; a bare status (or None) is a done one."""
+    value = _expect(value, (LbAnswer, types_pb2.LoadBalancerStatus, type(None)), what)
+    answer = value if isinstance(value, LbAnswer) else LbAnswer.done(value)
+    _check_answer("an invalid warning", validate.warnings, "warnings", answer.warnings)
     return answer
 
 
@@ -366,10 +351,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
                 existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_NOT_EXISTS
             )
         status = _expect(status, types_pb2.LoadBalancerStatus, "GetLoadBalancer")
-        try:
-            validate.load_balancer_status("status", status)
-        except Violation as v:
-            raise _bad_answer("an invalid status", v) from None
+        _check_answer("an invalid status", validate.load_balancer_status, "status", status)
         return loadbalancer_pb2.GetLoadBalancerResponse(
             existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_EXISTS, status=status
         )
@@ -398,10 +380,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
             return response
         if answer.value is None:
             raise ProviderError.internal("provider answered EnsureLoadBalancer without a status")
-        try:
-            validate.load_balancer_status("status", answer.value)
-        except Violation as v:
-            raise _bad_answer("an invalid status", v) from None
+        _check_answer("an invalid status", validate.load_balancer_status, "status", answer.value)
         response.status.CopyFrom(answer.value)
         return response
 
@@ -429,10 +408,7 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
             ctx, self._impl.ensure_load_balancer_deleted, cluster, service
         )
         warnings = list(warnings or ())
-        try:
-            validate.warnings("warnings", warnings)
-        except Violation as v:
-            raise _bad_answer("an invalid warning", v) from None
+        _check_answer("an invalid warning", validate.warnings, "warnings", warnings)
         return loadbalancer_pb2.EnsureLoadBalancerDeletedResponse(warnings=warnings)
 
     @_rpc
@@ -443,14 +419,16 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
         entries = list(await self._rt.call(ctx, self._impl.list_load_balancers, cluster))
         for i, e in enumerate(entries):
             _expect(e, loadbalancer_pb2.LoadBalancerSummary, "a ListLoadBalancers entry")
-            try:
-                validate.name(f"load_balancers[{i}].name", e.name)
-                validate.name(f"load_balancers[{i}].service_uid", e.service_uid)
-            except Violation as v:
-                raise _bad_answer("an invalid listing", v) from None
-        _unique([e.service_uid for e in entries], "the load balancer of Service uid")
+            for name, value in [("name", e.name), ("service_uid", e.service_uid)]:
+                _check_answer(
+                    "an invalid listing", validate.name, f"load_balancers[{i}].{name}", value
+                )
         page, token = paginate.page(
-            entries, lambda e: e.service_uid, request.page_size, request.page_token
+            entries,
+            lambda e: e.service_uid,
+            request.page_size,
+            request.page_token,
+            what="the load balancer of Service uid",
         )
         return loadbalancer_pb2.ListLoadBalancersResponse(
             load_balancers=page, next_page_token=token
@@ -471,9 +449,12 @@ class _RoutesAdapter(routes_pb2_grpc.RoutesServiceServicer):
         routes = list(await self._rt.call(ctx, self._impl.list_routes, cluster))
         for r in routes:
             _expect(r, routes_pb2.Route, "a ListRoutes entry")
-        _unique([r.destination_cidr for r in routes], "a route for")
         page, token = paginate.page(
-            routes, lambda r: r.destination_cidr, request.page_size, request.page_token
+            routes,
+            lambda r: r.destination_cidr,
+            request.page_size,
+            request.page_token,
+            what="a route for",
         )
         return routes_pb2.ListRoutesResponse(routes=page, next_page_token=token)
 
@@ -529,10 +510,7 @@ class _VolumesAdapter(volumes_pb2_grpc.VolumesServiceServicer):
     async def GetVolumeLabels(self, request: Any, ctx: CallContext) -> Any:
         volume = validate.volume("volume", validate.present(request, "volume"))
         labels = dict(await self._rt.call(ctx, self._impl.get_volume_labels, volume) or {})
-        try:
-            validate.labels("labels", labels)
-        except Violation as v:
-            raise _bad_answer("invalid volume labels", v) from None
+        _check_answer("invalid volume labels", validate.labels, "labels", labels)
         return volumes_pb2.GetVolumeLabelsResponse(labels=labels)
 
 
@@ -562,9 +540,8 @@ def _overrides(impl: object, base: type, method: str) -> bool:
     return getattr(type(impl), method, None) is not getattr(base, method)
 
 
-def check_info(identity: Identity) -> None:
+def _check_identity(info: ProviderInfo, schema: identity_pb2.AnnotationSchema | None) -> None:
     """Refuses an identity the conformance suite would fail, at start."""
-    info = identity.info()
     problems = []
     if not validate.is_dns_label(info.name):
         problems.append(f"name {info.name!r} is not a DNS-1123 label of at most 63 characters")
@@ -573,7 +550,6 @@ def check_info(identity: Identity) -> None:
     scheme = info.provider_id_scheme
     if not scheme or ":" in scheme or "/" in scheme:
         problems.append(f"provider_id_scheme {scheme!r} is not the part before '://'")
-    schema = identity.annotation_schema()
     if schema is not None:
         for p in schema.prefixes:
             if not p.endswith("/") or len(p) < 2:
@@ -593,7 +569,12 @@ class ProviderServer:
     ``socket_mode`` is the socket file's permission bits (0o600; 0o660 when
     the controller runs as another user of the same group). ``max_workers``
     bounds how many plain provider methods run at once. ``grace`` is how
-    long shutdown waits for calls in flight, in seconds."""
+    long shutdown waits for calls in flight, in seconds.
+
+    ``identity.info()`` and ``identity.annotation_schema()`` are called
+    once, here: the contract fixes GetProviderInfo and
+    GetProviderCapabilities per ``vendor_version``, so both answers are
+    built now and served as they are."""
 
     def __init__(
         self,
@@ -605,23 +586,38 @@ class ProviderServer:
     ) -> None:
         if socket_mode & 0o007:
             raise ValueError(f"socket mode {socket_mode:04o} lets other users drive the cloud")
-        check_info(identity)
+        info = identity.info()
+        schema = identity.annotation_schema()
+        _check_identity(info, schema)
+        self._info = identity_pb2.GetProviderInfoResponse(
+            name=info.name,
+            vendor_version=info.vendor_version,
+            provider_id_scheme=info.provider_id_scheme,
+            contract_version=CONTRACT_VERSION,
+            has_cluster_id=info.has_cluster_id,
+            manifest=dict(info.manifest),
+        )
+        # The with_* methods add the capabilities.
+        self._capabilities = identity_pb2.GetProviderCapabilitiesResponse(
+            annotations=schema or identity_pb2.AnnotationSchema()
+        )
         self.identity = identity
         self.socket_mode = socket_mode
         self.grace = grace
         self._rt = _Runtime(max_workers)
-        self._capabilities: list[int] = []
         self._services: list[tuple[str, Callable[[grpc.aio.Server], None]]] = []
         self._served = False
 
     def _add(self, name: str, register: Callable[[grpc.aio.Server], None], *caps: int) -> None:
+        if self._served:
+            raise RuntimeError("services are added before the server serves")
         if any(n == name for n, _ in self._services):
             raise ValueError(f"{name} was already added")
         self._services.append((name, register))
-        self._capabilities.extend(caps)
+        self._capabilities.capabilities.extend(caps)
 
     def with_instances(self, impl: Instances) -> ProviderServer:
-        adapter = _InstancesAdapter(self._rt, impl, self.identity.info().provider_id_scheme)
+        adapter = _InstancesAdapter(self._rt, impl, self._info.provider_id_scheme)
         self._add(
             "ccmrs.cloudprovider.v1.InstancesService",
             functools.partial(instances_pb2_grpc.add_InstancesServiceServicer_to_server, adapter),
@@ -686,7 +682,7 @@ class ProviderServer:
     @property
     def capabilities(self) -> list[int]:
         """The capabilities this server advertises (``Capability`` values)."""
-        return list(self._capabilities)
+        return list(self._capabilities.capabilities)
 
     async def serve(
         self,
@@ -711,7 +707,7 @@ class ProviderServer:
         )
         identity_name = "ccmrs.cloudprovider.v1.IdentityService"
         identity_pb2_grpc.add_IdentityServiceServicer_to_server(
-            _IdentityAdapter(self._rt, self.identity, self.capabilities), server
+            _IdentityAdapter(self._rt, self.identity, self._info, self._capabilities), server
         )
         for _, register in self._services:
             register(server)
@@ -731,11 +727,10 @@ class ProviderServer:
         await server.start()
         if started is not None:
             started()
-        info = self.identity.info()
         log.info(
             "provider %s %s serving on %s, capabilities %s",
-            info.name,
-            info.vendor_version,
+            self._info.name,
+            self._info.vendor_version,
             path,
             [identity_pb2.Capability.Name(c) for c in self.capabilities],
         )

@@ -77,7 +77,9 @@ def ip(field: str, value: str) -> None:
 
 
 def cidr(field: str, value: str) -> None:
-    """``address/prefix``; the host bits need not be zero."""
+    """``address/prefix``; the host bits need not be zero. The prefix is
+    decimal digits without a sign or a leading zero, as parsers of
+    ``address/prefix`` in other languages take it."""
     addr, sep, prefix = value.partition("/")
     parsed = _parse_ip(addr)
     ok = (
@@ -85,6 +87,7 @@ def cidr(field: str, value: str) -> None:
         and parsed is not None
         and prefix.isascii()
         and prefix.isdigit()
+        and (len(prefix) == 1 or not prefix.startswith("0"))
         and int(prefix) <= (32 if parsed.version == 4 else 128)
     )
     if not ok:
@@ -197,20 +200,43 @@ def node_refs(field: str, nodes: Iterable[types_pb2.NodeRef]) -> None:
         node_ref(f"{field}[{i}]", n)
 
 
+def _looks_like_ip(s: str) -> bool:
+    """An IP address as the apiserver reads one (Go's ``ParseIPSloppy``),
+    which also takes IPv4 octets with leading zeros: "010.0.0.1" is no
+    hostname."""
+    if _parse_ip(s) is not None:
+        return True
+    octets = s.split(".")
+    return len(octets) == 4 and all(
+        1 <= len(o) <= 3 and o.isascii() and o.isdigit() and int(o) <= 255 for o in octets
+    )
+
+
 def load_balancer_status(field: str, status: types_pb2.LoadBalancerStatus) -> None:
+    """What the apiserver accepts in ``status.loadBalancer.ingress[]``: the
+    controller writes the status to the Service as it is."""
     for i, ing in enumerate(status.ingress):
         f = f"{field}.ingress[{i}]"
         if not ing.ip and not ing.hostname:
             raise Violation(f, "neither ip nor hostname is set")
         if ing.ip:
-            ip(f"{f}.ip", ing.ip)
+            parsed = _parse_ip(ing.ip)
+            if parsed is None:
+                raise Violation(f"{f}.ip", f"{ing.ip!r} is not an IP address")
+            if parsed.version == 6 and parsed.ipv4_mapped is not None:
+                raise Violation(
+                    f"{f}.ip", f"{ing.ip!r} is an IPv4-mapped IPv6 address; use the IPv4 address"
+                )
         if ing.hostname:
-            # What the apiserver accepts in status.loadBalancer.ingress[].hostname.
             if not is_dns_subdomain(ing.hostname):
                 raise Violation(f"{f}.hostname", f"{ing.hostname!r} is not a DNS name")
-            if _parse_ip(ing.hostname) is not None:
+            if _looks_like_ip(ing.hostname):
                 raise Violation(f"{f}.hostname", f"{ing.hostname!r} is an IP address; use ip")
         optional_enum(f"{f}.ip_mode", ing.ip_mode, types_pb2.IpMode.DESCRIPTOR)
+        if ing.ip_mode and not ing.ip:
+            raise Violation(
+                f"{f}.ip_mode", "is set without ip (Kubernetes allows ipMode only with an ip)"
+            )
         for j, p in enumerate(ing.ports):
             known_enum(f"{f}.ports[{j}].protocol", p.protocol, types_pb2.Protocol.DESCRIPTOR)
 
