@@ -265,30 +265,37 @@ func CheckNodeRefs(field string, nodes []*pb.NodeRef) *Violation {
 	return nil
 }
 
-// CheckLoadBalancerStatus checks ingress points: an IP or a hostname each,
-// well-formed, known enums.
+// CheckLoadBalancerStatus checks ingress points as the apiserver accepts
+// them in a Service's status (the controller writes the status as it is):
+// an IP or a hostname each; an IP not IPv4-mapped; a hostname that is a DNS
+// name and no IP address; ip_mode only with an IP; known enums.
 func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation {
 	for i, ing := range s.GetIngress() {
 		f := fmt.Sprintf("%s.ingress[%d]", field, i)
 		if ing.GetIp() == "" && ing.GetHostname() == "" {
 			return violation(f, "neither ip nor hostname is set")
 		}
-		if ing.GetIp() != "" {
-			if v := CheckIP(f+".ip", ing.GetIp()); v != nil {
+		if ip := ing.GetIp(); ip != "" {
+			if v := CheckIP(f+".ip", ip); v != nil {
 				return v
+			}
+			if netip.MustParseAddr(ip).Is4In6() {
+				return violation(f+".ip", "%q is an IPv4-mapped IPv6 address; use the IPv4 address", ip)
 			}
 		}
 		if h := ing.GetHostname(); h != "" {
-			// What the apiserver accepts in status.loadBalancer.ingress[].hostname.
 			if !IsDNSSubdomain(h) {
 				return violation(f+".hostname", "%q is not a DNS name", h)
 			}
-			if CheckIP("", h) == nil {
+			if looksLikeIP(h) {
 				return violation(f+".hostname", "%q is an IP address; use ip", h)
 			}
 		}
 		if v := optionalEnum(f+".ip_mode", ing.GetIpMode(), pb.IpMode_name); v != nil {
 			return v
+		}
+		if ing.GetIpMode() != 0 && ing.GetIp() == "" {
+			return violation(f+".ip_mode", "is set without ip (Kubernetes allows ipMode only with an ip)")
 		}
 		for j, p := range ing.GetPorts() {
 			if v := knownEnum(fmt.Sprintf("%s.ports[%d].protocol", f, j), p.GetProtocol(), pb.Protocol_name); v != nil {
@@ -297,6 +304,28 @@ func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation 
 		}
 	}
 	return nil
+}
+
+// looksLikeIP reports whether the apiserver reads s as an IP address (Go's
+// netutils.ParseIPSloppy), which also takes IPv4 octets with leading zeros
+// that netip refuses: "010.0.0.1" is no hostname.
+func looksLikeIP(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	octets := strings.Split(s, ".")
+	if len(octets) != 4 {
+		return false
+	}
+	for _, o := range octets {
+		if len(o) < 1 || len(o) > 3 || strings.Trim(o, "0123456789") != "" {
+			return false
+		}
+		if n, _ := strconv.Atoi(o); n > 255 {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckServiceRef checks a REQUIRED Service as the reads and the delete
