@@ -194,12 +194,15 @@ func TestLabelSyntaxIsKubernetesSyntax(t *testing.T) {
 }
 
 func TestCIDRsAndIPs(t *testing.T) {
-	for _, ok := range []string{"10.0.0.0/8", "fd00::/64", "0.0.0.0/0"} {
+	// As the Rust SDK: host bits may be set; the prefix is decimal digits
+	// without a leading zero or a sign; no zones.
+	for _, ok := range []string{"10.0.0.0/8", "fd00::/64", "0.0.0.0/0", "10.0.0.1/8", "::ffff:1.2.3.4/104", "fd00::/128"} {
 		if v := CheckCIDR("f", ok); v != nil {
 			t.Errorf("%q: %v", ok, v)
 		}
 	}
-	for _, bad := range []string{"10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8", "10.0.0.0/33"} {
+	for _, bad := range []string{"10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8", "10.0.0.0/-0", "10.0.0.0/33",
+		"10.0.0.0/08", "10.0.0.0/00", "fd00::/064", "10.0.0.0/ 8", "10.0.0.0/8/8", "010.0.0.0/8", "fe80::1%eth0/64", "/8", ""} {
 		if CheckCIDR("f", bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
