@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -90,6 +91,16 @@ func TestEnsureLoadBalancer(t *testing.T) {
 		{name: "sdk error with spec field", lb: testLB{err: sdk.InvalidServiceSpec("spec.ports[0].protocol", "no SCTP")},
 			err: &want{codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_SERVICE_SPEC, "spec.ports[0].protocol"}},
 		{name: "plain error", lb: testLB{err: errCloud}, err: &want{code: codes.Unknown}},
+		{name: "not implemented", lb: testLB{err: cloudprovider.NotImplemented}, err: &want{code: codes.Unimplemented}},
+		{name: "sdk unimplemented", lb: testLB{err: sdk.Unimplemented("no")}, err: &want{code: codes.Unimplemented}},
+		{name: "deadline", lb: testLB{err: fmt.Errorf("api: %w", context.DeadlineExceeded)}, err: &want{code: codes.DeadlineExceeded}},
+		// A cloud API's own gRPC status is no contract answer: its
+		// UNIMPLEMENTED would read as a capability not advertised.
+		{name: "cloud API's UNIMPLEMENTED", lb: testLB{err: status.Error(codes.Unimplemented, "unknown method CreateLB")},
+			err: &want{code: codes.Unknown}},
+		{name: "cloud API's UNIMPLEMENTED wrapped", lb: testLB{err: fmt.Errorf("lb api: %w", status.Error(codes.Unimplemented, "no"))},
+			err: &want{code: codes.Unknown}},
+		{name: "cloud API's DEADLINE_EXCEEDED", lb: testLB{err: status.Error(codes.DeadlineExceeded, "slow")}, err: &want{code: codes.Unknown}},
 		{name: "nil status", lb: testLB{}, err: &want{code: codes.Internal}},
 		{name: "invalid ip", lb: testLB{status: &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "<nil>"}}}},
 			err: &want{code: codes.Internal}},
