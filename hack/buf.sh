@@ -2,20 +2,10 @@
 # Lints the provider contract with buf (STANDARD + COMMENTS), checks its
 # formatting, and checks for breaking changes against the previous commit.
 # buf comes from the npm registry (hack/tools/package.json, pinned by the
-# lock file) and is installed on first use.
+# lock file) and is installed on first use by hack/install-buf.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=$root/hack/tools
-buf=$tools/node_modules/.bin/buf
-
-if [[ ! -x $buf ]]; then
-  command -v npm >/dev/null || { echo "buf.sh: error: npm is required to install buf" >&2; exit 1; }
-  echo "buf.sh: installing buf from the npm registry" >&2
-  # Not `npm ci`: the lock file lists only the platform packages the registry
-  # has, and `npm ci` rejects it for missing the others. Versions still come
-  # from the lock file.
-  (cd "$tools" && npm install --no-audit --no-fund --no-save --loglevel=error >&2)
-fi
+buf=$("$root/hack/install-buf.sh")
 
 cd "$root/proto"
 "$buf" lint

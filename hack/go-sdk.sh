@@ -6,9 +6,10 @@
 # pass. `hack/go-sdk.sh generate` rewrites the stubs instead (after a
 # contract change).
 #
-# buf comes from the npm registry as in hack/buf.sh; the two plugins from
-# the Go module proxy, installed once into a cache keyed by their versions
-# and the Go version (override the cache with CCM_CACHE_DIR).
+# buf comes from the npm registry (hack/install-buf.sh, as for hack/buf.sh);
+# the two plugins from the Go module proxy, installed once into a cache keyed
+# by their versions and the Go version (override the cache with
+# CCM_CACHE_DIR).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Same settings as the Makefile's GO_ENV and hack/build-testenv.sh.
@@ -18,13 +19,7 @@ protoc_gen_go=v1.36.11
 protoc_gen_go_grpc=v1.6.1
 modules=(provider-sdk/go providers/examples/go-fake)
 
-tools=$root/hack/tools
-buf=$tools/node_modules/.bin/buf
-if [[ ! -x $buf ]]; then
-  command -v npm >/dev/null || { echo "go-sdk.sh: error: npm is required to install buf" >&2; exit 1; }
-  echo "go-sdk.sh: installing buf from the npm registry" >&2
-  (cd "$tools" && npm install --no-audit --no-fund --no-save --loglevel=error >&2)
-fi
+buf=$("$root/hack/install-buf.sh")
 
 key=$(echo "protoc-gen-go $protoc_gen_go protoc-gen-go-grpc $protoc_gen_go_grpc $(go version)" | sha256sum | cut -c1-16)
 plugins=${CCM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccm-rs}/go-plugins/$key

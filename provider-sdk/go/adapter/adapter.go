@@ -21,7 +21,8 @@
 // UpdateLoadBalancer → the implemented_elsewhere answer, an *sdk.Error
 // (sdk.QuotaExceeded, sdk.ConflictingResource, sdk.NotLeader, ...) as it is,
 // context deadlines and cancellations → DEADLINE_EXCEEDED and CANCELLED,
-// anything else → UNKNOWN (nobody can tell whether it happened). An answer
+// anything else, a gRPC status of the cloud's own API included (even
+// UNIMPLEMENTED) → UNKNOWN (nobody can tell whether it happened). An answer
 // the contract forbids (an invalid address, an empty load balancer name, a
 // nil status) is a cloud bug and answered INTERNAL.
 package adapter

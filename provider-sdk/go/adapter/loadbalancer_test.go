@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -16,15 +17,18 @@ import (
 	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
 )
 
-// testLB answers from fixed values and records what it got.
+// testLB answers from fixed values and records what it got. err is every
+// call's error; updateErr, when set, is UpdateLoadBalancer's instead.
 type testLB struct {
-	status *corev1.LoadBalancerStatus
-	exists bool
-	name   string
-	err    error
-	calls  int
-	svc    *corev1.Service
-	nodes  []*corev1.Node
+	status    *corev1.LoadBalancerStatus
+	exists    bool
+	name      string
+	err       error
+	updateErr error
+	calls     int
+	updates   int
+	svc       *corev1.Service
+	nodes     []*corev1.Node
 }
 
 func (l *testLB) GetLoadBalancer(_ context.Context, _ string, s *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
@@ -46,7 +50,11 @@ func (l *testLB) EnsureLoadBalancer(_ context.Context, _ string, s *corev1.Servi
 
 func (l *testLB) UpdateLoadBalancer(_ context.Context, _ string, s *corev1.Service, n []*corev1.Node) error {
 	l.calls++
+	l.updates++
 	l.svc, l.nodes = s, n
+	if l.updateErr != nil {
+		return l.updateErr
+	}
 	return l.err
 }
 
@@ -90,6 +98,16 @@ func TestEnsureLoadBalancer(t *testing.T) {
 		{name: "sdk error with spec field", lb: testLB{err: sdk.InvalidServiceSpec("spec.ports[0].protocol", "no SCTP")},
 			err: &want{codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_SERVICE_SPEC, "spec.ports[0].protocol"}},
 		{name: "plain error", lb: testLB{err: errCloud}, err: &want{code: codes.Unknown}},
+		{name: "not implemented", lb: testLB{err: cloudprovider.NotImplemented}, err: &want{code: codes.Unimplemented}},
+		{name: "sdk unimplemented", lb: testLB{err: sdk.Unimplemented("no")}, err: &want{code: codes.Unimplemented}},
+		{name: "deadline", lb: testLB{err: fmt.Errorf("api: %w", context.DeadlineExceeded)}, err: &want{code: codes.DeadlineExceeded}},
+		// A cloud API's own gRPC status is no contract answer: its
+		// UNIMPLEMENTED would read as a capability not advertised.
+		{name: "cloud API's UNIMPLEMENTED", lb: testLB{err: status.Error(codes.Unimplemented, "unknown method CreateLB")},
+			err: &want{code: codes.Unknown}},
+		{name: "cloud API's UNIMPLEMENTED wrapped", lb: testLB{err: fmt.Errorf("lb api: %w", status.Error(codes.Unimplemented, "no"))},
+			err: &want{code: codes.Unknown}},
+		{name: "cloud API's DEADLINE_EXCEEDED", lb: testLB{err: status.Error(codes.DeadlineExceeded, "slow")}, err: &want{code: codes.Unknown}},
 		{name: "nil status", lb: testLB{}, err: &want{code: codes.Internal}},
 		{name: "invalid ip", lb: testLB{status: &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "<nil>"}}}},
 			err: &want{code: codes.Internal}},
@@ -183,19 +201,36 @@ func TestMutationsOfACallerThatGaveUpDoNotStart(t *testing.T) {
 func TestOtherLoadBalancerCalls(t *testing.T) {
 	elsewhere := fmt.Errorf("x: %w", cloudprovider.ImplementedElsewhere)
 	// Update: updated, NOT_FOUND when there is nothing to update (never
-	// "updated"), or implemented elsewhere.
-	a := loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{exists: true}}, Options{})}
+	// "updated"), or implemented elsewhere, from UpdateLoadBalancer itself
+	// or from the GetLoadBalancer before it.
+	lb := &testLB{exists: true}
+	a := loadBalancers{Adapter: newAdapter(t, &testCloud{lb: lb}, Options{})}
 	u, err := a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
-	if err != nil || u.GetUpdated() == nil {
-		t.Errorf("Update = %v, %v", u, err)
+	if err != nil || u.GetUpdated() == nil || lb.updates != 1 {
+		t.Errorf("Update = %v, %v after %d updates", u, err, lb.updates)
 	}
-	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{}}, Options{})}
+	lb = &testLB{}
+	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: lb}, Options{})}
 	_, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
 	checkErr(t, "Update of a missing load balancer", err, want{code: codes.NotFound})
-	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: &testLB{err: elsewhere}}, Options{})}
+	if lb.updates != 0 {
+		t.Errorf("a missing load balancer got %d updates", lb.updates)
+	}
+	lb = &testLB{exists: true, updateErr: elsewhere}
+	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: lb}, Options{})}
 	u, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
-	if err != nil || u.GetImplementedElsewhere() == nil {
-		t.Errorf("Update elsewhere = %v, %v", u, err)
+	if err != nil || u.GetImplementedElsewhere().GetMessage() != "x: implemented by alternate to cloud provider" || lb.updates != 1 {
+		t.Errorf("Update elsewhere = %v, %v after %d updates", u, err, lb.updates)
+	}
+	lb = &testLB{exists: true, updateErr: api.NewRetryError("updating", time.Second)}
+	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: lb}, Options{})}
+	_, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
+	checkErr(t, "Update retry", err, want{codes.Unavailable, pb.ErrorReason_ERROR_REASON_RETRY_AFTER, ""})
+	lb = &testLB{err: elsewhere}
+	a = loadBalancers{Adapter: newAdapter(t, &testCloud{lb: lb}, Options{})}
+	u, err = a.UpdateLoadBalancer(ctx, &pb.UpdateLoadBalancerRequest{ClusterName: "c", Service: service()})
+	if err != nil || u.GetImplementedElsewhere() == nil || lb.updates != 0 {
+		t.Errorf("Update elsewhere (from Get) = %v, %v after %d updates", u, err, lb.updates)
 	}
 	// Delete: ImplementedElsewhere is ignored, as upstream does.
 	if _, err := a.EnsureLoadBalancerDeleted(ctx, &pb.EnsureLoadBalancerDeletedRequest{ClusterName: "c", Service: service()}); err != nil {

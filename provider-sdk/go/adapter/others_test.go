@@ -20,9 +20,11 @@ type testRoutes struct {
 	err    error
 	got    *cloudprovider.Route
 	hint   string
+	lists  int
 }
 
 func (r *testRoutes) ListRoutes(context.Context, string) ([]*cloudprovider.Route, error) {
+	r.lists++
 	var out []*cloudprovider.Route
 	for _, route := range r.routes {
 		out = append(out, route)
@@ -73,10 +75,15 @@ func TestListRoutesIsPaginated(t *testing.T) {
 			t.Errorf("%s seen %d times", cidr, n)
 		}
 	}
+	// A malformed page request is refused before the cloud lists anything.
+	lists := tr.lists
 	_, err := a.ListRoutes(ctx, &pb.ListRoutesRequest{ClusterName: "c", PageToken: "bogus"})
 	checkErr(t, "bad token", err, want{codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_REQUEST, "page_token"})
 	_, err = a.ListRoutes(ctx, &pb.ListRoutesRequest{ClusterName: "c", PageSize: -1})
 	checkErr(t, "negative size", err, want{codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_REQUEST, "page_size"})
+	if tr.lists != lists {
+		t.Errorf("the cloud listed routes %d times for malformed page requests", tr.lists-lists)
+	}
 }
 
 func TestCreateAndDeleteRoute(t *testing.T) {

@@ -18,8 +18,10 @@ func (a routes) ListRoutes(ctx context.Context, req *pb.ListRoutesRequest) (*pb.
 	if v := sdk.CheckName("cluster_name", req.GetClusterName()); v != nil {
 		return nil, v.Invalid()
 	}
-	if req.GetPageSize() < 0 {
-		return nil, sdk.InvalidRequest("page_size", "is negative")
+	// The cloud lists every route: a malformed page request is refused
+	// before, with the violation sdk.Page would give.
+	if v := sdk.CheckPageRequest(req.GetPageSize(), req.GetPageToken()); v != nil {
+		return nil, v.Invalid()
 	}
 	all, err := a.routes.ListRoutes(ctx, req.GetClusterName())
 	if err != nil {

@@ -162,10 +162,14 @@ func Unknown(message string) *Error { return newError(codes.Unknown, 0, message)
 // FromError turns any error a handler returned into a contract error:
 // an *Error (possibly wrapped) keeps its code and details; context
 // deadlines and cancellations become DEADLINE_EXCEEDED and CANCELLED; a
-// gRPC UNIMPLEMENTED status stays UNIMPLEMENTED; everything else is UNKNOWN,
-// because nobody can tell whether it happened. Other gRPC statuses (for
-// example from a cloud API's own gRPC client) are not passed on as they
-// are: their codes do not mean what the contract's codes mean.
+// gRPC UNIMPLEMENTED status stays UNIMPLEMENTED (what the generated
+// Unimplemented* methods return); everything else is UNKNOWN, because
+// nobody can tell whether it happened. Other gRPC statuses (for example
+// from a cloud API's own gRPC client) are not passed on as they are: their
+// codes do not mean what the contract's codes mean. A handler that returns
+// a cloud API's gRPC errors must map that API's UNIMPLEMENTED itself (the
+// adapter makes it UNKNOWN): passed on, it would read as a capability not
+// advertised.
 func FromError(err error) *Error {
 	if err == nil {
 		return nil

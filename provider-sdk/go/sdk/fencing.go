@@ -27,10 +27,8 @@ func ParseToken(value string) (Token, error) {
 	if !ok {
 		return Token{}, fmt.Errorf("%q is not <term>:<holder>", value)
 	}
-	// ParseUint also refuses signs; a decimal number only.
-	if term == "" || strings.TrimLeft(term, "0123456789") != "" {
-		return Token{}, fmt.Errorf("term %q is not a decimal number", term)
-	}
+	// ParseUint in base 10 takes decimal digits only: no sign, no "_", no
+	// empty term.
 	t, err := strconv.ParseUint(term, 10, 64)
 	if err != nil {
 		return Token{}, fmt.Errorf("term %q is not a decimal number", term)

@@ -13,7 +13,7 @@ func TestTokensRoundTripAndMalformedOnesAreRefused(t *testing.T) {
 	if back, err := ParseToken(tok.String()); err != nil || back != tok {
 		t.Errorf("ParseToken = %v, %v", back, err)
 	}
-	for _, bad := range []string{"", "7", "x:me", "-1:me", "+1:me", "7:", ":me", "99999999999999999999:me", "1:" + strings.Repeat("h", 254)} {
+	for _, bad := range []string{"", "7", "x:me", "-1:me", "+1:me", "7:", ":me", "1_0:me", "0x1:me", " 1:me", "99999999999999999999:me", "1:" + strings.Repeat("h", 254)} {
 		if _, err := ParseToken(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

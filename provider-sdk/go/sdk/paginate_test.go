@@ -67,6 +67,25 @@ func TestSizesAndBadTokens(t *testing.T) {
 	if _, _, v := Page([]string{"a"}, id, -1, ""); v == nil || v.Field != "page_size" {
 		t.Errorf("negative size: %v", v)
 	}
+	// CheckPageRequest gives the same violations, without a list.
+	for _, c := range []struct {
+		size  int32
+		token string
+		field string
+	}{
+		{1, "garbage", "page_token"},
+		{1, "k1.zz", "page_token"},
+		{-1, "", "page_size"},
+		{-1, "garbage", "page_size"},
+		{0, "", ""},
+		{1, "k1.6b33", ""},
+	} {
+		_, _, want := Page([]string{"a"}, id, c.size, c.token)
+		v := CheckPageRequest(c.size, c.token)
+		if c.field == "" && (v != nil || want != nil) || c.field != "" && (v == nil || v.Field != c.field || *v != *want) {
+			t.Errorf("CheckPageRequest(%d, %q) = %v, Page's %v, want field %q", c.size, c.token, v, want, c.field)
+		}
+	}
 	many := make([]string, 6000)
 	for i := range many {
 		many[i] = fmt.Sprintf("%05d", i)

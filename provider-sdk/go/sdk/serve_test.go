@@ -27,7 +27,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // testIdentity echoes what the SDK put in the call's context.
 type testIdentity struct {
 	pb.UnimplementedIdentityServiceServer
-	release chan struct{}
+	entered chan<- struct{}
+	release <-chan struct{}
 }
 
 func (testIdentity) Probe(ctx context.Context, _ *pb.ProbeRequest) (*pb.ProbeResponse, error) {
@@ -48,8 +49,10 @@ func (testIdentity) GetProviderCapabilities(_ context.Context, r *pb.GetProvider
 	return &pb.GetProviderCapabilitiesResponse{}, nil
 }
 
-// GetProviderInfo hangs until released: a call in flight at shutdown.
+// GetProviderInfo says it has entered, then hangs until released: a call in
+// flight at shutdown.
 func (t testIdentity) GetProviderInfo(context.Context, *pb.GetProviderInfoRequest) (*pb.GetProviderInfoResponse, error) {
+	t.entered <- struct{}{}
 	<-t.release
 	return &pb.GetProviderInfoResponse{Name: "test"}, nil
 }
@@ -61,11 +64,11 @@ type served struct {
 	done chan error
 }
 
-func serve(t *testing.T, opts ServeOptions, release chan struct{}) *served {
+func serve(t *testing.T, opts ServeOptions, id testIdentity) *served {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "p.sock")
 	srv := NewServer(quiet)
-	pb.RegisterIdentityServiceServer(srv, testIdentity{release: release})
+	pb.RegisterIdentityServiceServer(srv, id)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	opts.Logger = quiet
@@ -93,7 +96,7 @@ func waitForSocket(t *testing.T, path string) {
 }
 
 func TestServeSetsTheSocketModeAndServesHealthAndReflection(t *testing.T) {
-	s := serve(t, ServeOptions{}, nil)
+	s := serve(t, ServeOptions{}, testIdentity{})
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		t.Fatal(err)
@@ -135,14 +138,14 @@ func TestServeSetsTheSocketModeAndServesHealthAndReflection(t *testing.T) {
 }
 
 func TestSocketModeOption(t *testing.T) {
-	s := serve(t, ServeOptions{SocketMode: 0o660}, nil)
+	s := serve(t, ServeOptions{SocketMode: 0o660}, testIdentity{})
 	if fi, err := os.Stat(s.path); err != nil || fi.Mode().Perm() != 0o660 {
 		t.Errorf("socket mode %v %v, want 0660", fi.Mode().Perm(), err)
 	}
 }
 
 func TestRequestIDAndFencingTokenReachTheHandler(t *testing.T) {
-	s := serve(t, ServeOptions{}, nil)
+	s := serve(t, ServeOptions{}, testIdentity{})
 	c := pb.NewIdentityServiceClient(s.conn)
 	ctx := metadata.AppendToOutgoingContext(context.Background(),
 		RequestIDMetadata, "req-42", FencingTokenMetadata, "7:cp-1")
@@ -157,7 +160,7 @@ func TestRequestIDAndFencingTokenReachTheHandler(t *testing.T) {
 }
 
 func TestMalformedFencingTokensAreRefusedNamingTheMetadata(t *testing.T) {
-	s := serve(t, ServeOptions{}, nil)
+	s := serve(t, ServeOptions{}, testIdentity{})
 	c := pb.NewIdentityServiceClient(s.conn)
 	for _, md := range [][]string{
 		{FencingTokenMetadata, "not-a-term:x"},
@@ -174,7 +177,7 @@ func TestMalformedFencingTokensAreRefusedNamingTheMetadata(t *testing.T) {
 }
 
 func TestHandlerPanicsAndPlainErrors(t *testing.T) {
-	s := serve(t, ServeOptions{}, nil)
+	s := serve(t, ServeOptions{}, testIdentity{})
 	c := pb.NewIdentityServiceClient(s.conn)
 	_, err := c.GetProviderCapabilities(context.Background(), &pb.GetProviderCapabilitiesRequest{ControllerVersion: "panic"})
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "boom") {
@@ -191,15 +194,21 @@ func TestHandlerPanicsAndPlainErrors(t *testing.T) {
 }
 
 func TestShutdownDrainsWithinTheGracePeriodAndRemovesTheSocket(t *testing.T) {
-	release := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	s := serve(t, ServeOptions{GracePeriod: 300 * time.Millisecond}, release)
+	s := serve(t, ServeOptions{GracePeriod: 300 * time.Millisecond}, testIdentity{entered: entered, release: release})
 	hung := make(chan error, 1)
 	go func() {
 		_, err := pb.NewIdentityServiceClient(s.conn).GetProviderInfo(context.Background(), &pb.GetProviderInfoRequest{})
 		hung <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-entered: // the call is in flight
+	case err := <-hung:
+		t.Fatalf("the call ended before shutdown: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call never reached the handler")
+	}
 	start := time.Now()
 	s.stop()
 	select {

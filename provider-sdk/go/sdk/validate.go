@@ -61,18 +61,11 @@ func CheckIP(field, v string) *Violation {
 	return nil
 }
 
-// CheckCIDR checks "address/prefix".
+// CheckCIDR checks "address/prefix": an IP address without a zone, and a
+// prefix length in decimal digits without a leading zero or a sign, at most
+// the address's bit length. Host bits may be set, as the Rust SDK allows.
 func CheckCIDR(field, v string) *Violation {
-	addr, prefix, ok := strings.Cut(v, "/")
-	if !ok || CheckIP(field, addr) != nil {
-		return violation(field, "%q is not a CIDR", v)
-	}
-	n, err := strconv.ParseUint(prefix, 10, 8)
-	if err != nil || prefix != strconv.FormatUint(n, 10) {
-		return violation(field, "%q is not a CIDR", v)
-	}
-	ip := netip.MustParseAddr(addr)
-	if max := uint64(ip.BitLen()); n > max {
+	if _, err := netip.ParsePrefix(v); err != nil {
 		return violation(field, "%q is not a CIDR", v)
 	}
 	return nil
@@ -265,30 +258,37 @@ func CheckNodeRefs(field string, nodes []*pb.NodeRef) *Violation {
 	return nil
 }
 
-// CheckLoadBalancerStatus checks ingress points: an IP or a hostname each,
-// well-formed, known enums.
+// CheckLoadBalancerStatus checks ingress points as the apiserver accepts
+// them in a Service's status (the controller writes the status as it is):
+// an IP or a hostname each; an IP not IPv4-mapped; a hostname that is a DNS
+// name and no IP address; ip_mode only with an IP; known enums.
 func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation {
 	for i, ing := range s.GetIngress() {
 		f := fmt.Sprintf("%s.ingress[%d]", field, i)
 		if ing.GetIp() == "" && ing.GetHostname() == "" {
 			return violation(f, "neither ip nor hostname is set")
 		}
-		if ing.GetIp() != "" {
-			if v := CheckIP(f+".ip", ing.GetIp()); v != nil {
+		if ip := ing.GetIp(); ip != "" {
+			if v := CheckIP(f+".ip", ip); v != nil {
 				return v
+			}
+			if netip.MustParseAddr(ip).Is4In6() {
+				return violation(f+".ip", "%q is an IPv4-mapped IPv6 address; use the IPv4 address", ip)
 			}
 		}
 		if h := ing.GetHostname(); h != "" {
-			// What the apiserver accepts in status.loadBalancer.ingress[].hostname.
 			if !IsDNSSubdomain(h) {
 				return violation(f+".hostname", "%q is not a DNS name", h)
 			}
-			if CheckIP("", h) == nil {
+			if looksLikeIP(h) {
 				return violation(f+".hostname", "%q is an IP address; use ip", h)
 			}
 		}
 		if v := optionalEnum(f+".ip_mode", ing.GetIpMode(), pb.IpMode_name); v != nil {
 			return v
+		}
+		if ing.GetIpMode() != 0 && ing.GetIp() == "" {
+			return violation(f+".ip_mode", "is set without ip (Kubernetes allows ipMode only with an ip)")
 		}
 		for j, p := range ing.GetPorts() {
 			if v := knownEnum(fmt.Sprintf("%s.ports[%d].protocol", f, j), p.GetProtocol(), pb.Protocol_name); v != nil {
@@ -297,6 +297,28 @@ func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation 
 		}
 	}
 	return nil
+}
+
+// looksLikeIP reports whether the apiserver reads s as an IP address (Go's
+// netutils.ParseIPSloppy), which also takes IPv4 octets with leading zeros
+// that netip refuses: "010.0.0.1" is no hostname.
+func looksLikeIP(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	octets := strings.Split(s, ".")
+	if len(octets) != 4 {
+		return false
+	}
+	for _, o := range octets {
+		if len(o) < 1 || len(o) > 3 || strings.Trim(o, "0123456789") != "" {
+			return false
+		}
+		if n, _ := strconv.Atoi(o); n > 255 {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckServiceRef checks a REQUIRED Service as the reads and the delete
@@ -322,83 +344,70 @@ func CheckService(field string, s *pb.Service) *Violation {
 }
 
 func checkServiceFields(field string, s *pb.Service) *Violation {
-	checks := []func() *Violation{
-		func() *Violation { return CheckName(field+".namespace", s.GetNamespace()) },
-		func() *Violation { return CheckName(field+".name", s.GetName()) },
-		func() *Violation { return CheckName(field+".uid", s.GetUid()) },
-		func() *Violation { return CheckLabels(field+".labels", s.GetLabels()) },
-		func() *Violation { return CheckAnnotations(field+".annotations", s.GetAnnotations()) },
-		func() *Violation {
-			for i, p := range s.GetPorts() {
-				f := fmt.Sprintf("%s.ports[%d]", field, i)
-				if v := knownEnum(f+".protocol", p.GetProtocol(), pb.Protocol_name); v != nil {
-					return v
-				}
-				if p.GetPort() < 1 || p.GetPort() > 65535 {
-					return violation(f+".port", "%d is not 1-65535", p.GetPort())
-				}
-				if p.GetNodePort() < 0 || p.GetNodePort() > 65535 {
-					return violation(f+".node_port", "%d is not 0-65535", p.GetNodePort())
-				}
-			}
-			return nil
-		},
-		func() *Violation {
-			for i, r := range s.GetLoadBalancerSourceRanges() {
-				if v := CheckCIDR(fmt.Sprintf("%s.load_balancer_source_ranges[%d]", field, i), r); v != nil {
-					return v
-				}
-			}
-			return nil
-		},
-		func() *Violation {
-			return knownEnum(field+".external_traffic_policy", s.GetExternalTrafficPolicy(), pb.TrafficPolicy_name)
-		},
-		func() *Violation {
-			return optionalEnum(field+".internal_traffic_policy", s.GetInternalTrafficPolicy(), pb.TrafficPolicy_name)
-		},
-		func() *Violation {
-			return knownEnum(field+".session_affinity", s.GetSessionAffinity(), pb.SessionAffinity_name)
-		},
-		func() *Violation {
-			for i, f := range s.GetIpFamilies() {
-				if v := knownEnum(fmt.Sprintf("%s.ip_families[%d]", field, i), f, pb.IpFamily_name); v != nil {
-					return v
-				}
-			}
-			return nil
-		},
-		func() *Violation {
-			return optionalEnum(field+".ip_family_policy", s.GetIpFamilyPolicy(), pb.IpFamilyPolicy_name)
-		},
-		func() *Violation {
-			if s.GetLoadBalancerIp() == "" {
-				return nil
-			}
-			return CheckIP(field+".load_balancer_ip", s.GetLoadBalancerIp())
-		},
-		func() *Violation {
-			for i, c := range s.GetClusterIps() {
-				if c == "None" {
-					continue
-				}
-				if v := CheckIP(fmt.Sprintf("%s.cluster_ips[%d]", field, i), c); v != nil {
-					return v
-				}
-			}
-			return nil
-		},
-		func() *Violation {
-			if s.GetStatus() == nil {
-				return nil
-			}
-			return CheckLoadBalancerStatus(field+".status", s.GetStatus())
-		},
+	if v := CheckName(field+".namespace", s.GetNamespace()); v != nil {
+		return v
 	}
-	for _, check := range checks {
-		if v := check(); v != nil {
+	if v := CheckName(field+".name", s.GetName()); v != nil {
+		return v
+	}
+	if v := CheckName(field+".uid", s.GetUid()); v != nil {
+		return v
+	}
+	if v := CheckLabels(field+".labels", s.GetLabels()); v != nil {
+		return v
+	}
+	if v := CheckAnnotations(field+".annotations", s.GetAnnotations()); v != nil {
+		return v
+	}
+	for i, p := range s.GetPorts() {
+		f := fmt.Sprintf("%s.ports[%d]", field, i)
+		if v := knownEnum(f+".protocol", p.GetProtocol(), pb.Protocol_name); v != nil {
 			return v
 		}
+		if p.GetPort() < 1 || p.GetPort() > 65535 {
+			return violation(f+".port", "%d is not 1-65535", p.GetPort())
+		}
+		if p.GetNodePort() < 0 || p.GetNodePort() > 65535 {
+			return violation(f+".node_port", "%d is not 0-65535", p.GetNodePort())
+		}
+	}
+	for i, r := range s.GetLoadBalancerSourceRanges() {
+		if v := CheckCIDR(fmt.Sprintf("%s.load_balancer_source_ranges[%d]", field, i), r); v != nil {
+			return v
+		}
+	}
+	if v := knownEnum(field+".external_traffic_policy", s.GetExternalTrafficPolicy(), pb.TrafficPolicy_name); v != nil {
+		return v
+	}
+	if v := optionalEnum(field+".internal_traffic_policy", s.GetInternalTrafficPolicy(), pb.TrafficPolicy_name); v != nil {
+		return v
+	}
+	if v := knownEnum(field+".session_affinity", s.GetSessionAffinity(), pb.SessionAffinity_name); v != nil {
+		return v
+	}
+	for i, f := range s.GetIpFamilies() {
+		if v := knownEnum(fmt.Sprintf("%s.ip_families[%d]", field, i), f, pb.IpFamily_name); v != nil {
+			return v
+		}
+	}
+	if v := optionalEnum(field+".ip_family_policy", s.GetIpFamilyPolicy(), pb.IpFamilyPolicy_name); v != nil {
+		return v
+	}
+	if s.GetLoadBalancerIp() != "" {
+		if v := CheckIP(field+".load_balancer_ip", s.GetLoadBalancerIp()); v != nil {
+			return v
+		}
+	}
+	for i, c := range s.GetClusterIps() {
+		if c == "None" {
+			continue
+		}
+		if v := CheckIP(fmt.Sprintf("%s.cluster_ips[%d]", field, i), c); v != nil {
+			return v
+		}
+	}
+	if s.GetStatus() != nil {
+		return CheckLoadBalancerStatus(field+".status", s.GetStatus())
 	}
 	return nil
 }
@@ -408,17 +417,16 @@ func CheckVolume(field string, v *pb.Volume) *Violation {
 	if v == nil {
 		return violation(field, "is required")
 	}
-	for _, x := range []*Violation{
-		CheckName(field+".name", v.GetName()),
-		CheckName(field+".driver", v.GetDriver()),
-		CheckName(field+".volume_id", v.GetVolumeId()),
-		CheckLabels(field+".labels", v.GetLabels()),
-	} {
-		if x != nil {
-			return x
-		}
+	if x := CheckName(field+".name", v.GetName()); x != nil {
+		return x
 	}
-	return nil
+	if x := CheckName(field+".driver", v.GetDriver()); x != nil {
+		return x
+	}
+	if x := CheckName(field+".volume_id", v.GetVolumeId()); x != nil {
+		return x
+	}
+	return CheckLabels(field+".labels", v.GetLabels())
 }
 
 // CheckRoute checks a REQUIRED Route: a CIDR, a target node unless it is a
@@ -448,16 +456,17 @@ func CheckInstanceMetadata(field string, m *pb.InstanceMetadata) *Violation {
 			return v
 		}
 	}
-	for _, x := range []*Violation{
-		CheckLabelValue(field+".instance_type", m.GetInstanceType()),
-		CheckLabelValue(field+".zone", m.GetZone()),
-		CheckLabelValue(field+".region", m.GetRegion()),
-		CheckNodeAddresses(field+".node_addresses", m.GetNodeAddresses()),
-		CheckLabels(field+".additional_labels", m.GetAdditionalLabels()),
-	} {
-		if x != nil {
-			return x
-		}
+	if v := CheckLabelValue(field+".instance_type", m.GetInstanceType()); v != nil {
+		return v
 	}
-	return nil
+	if v := CheckLabelValue(field+".zone", m.GetZone()); v != nil {
+		return v
+	}
+	if v := CheckLabelValue(field+".region", m.GetRegion()); v != nil {
+		return v
+	}
+	if v := CheckNodeAddresses(field+".node_addresses", m.GetNodeAddresses()); v != nil {
+		return v
+	}
+	return CheckLabels(field+".additional_labels", m.GetAdditionalLabels())
 }

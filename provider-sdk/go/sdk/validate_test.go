@@ -79,6 +79,57 @@ func TestEachBrokenServiceFieldIsNamed(t *testing.T) {
 	}
 }
 
+// Ported from the Rust SDK's statuses_kubernetes_refuses_are_refused (found
+// there by a property test): each refused status passed once, and the
+// apiserver refuses each in the Service's status, so the Service never
+// showed its address.
+func TestStatusesKubernetesRefusesAreRefused(t *testing.T) {
+	one := func(ip, hostname string, mode pb.IpMode) *pb.LoadBalancerStatus {
+		return &pb.LoadBalancerStatus{Ingress: []*pb.LoadBalancerIngress{{Ip: ip, Hostname: hostname, IpMode: mode}}}
+	}
+	unspecified, vip := pb.IpMode_IP_MODE_UNSPECIFIED, pb.IpMode_IP_MODE_VIP
+	tcp := &pb.LoadBalancerStatus{Ingress: []*pb.LoadBalancerIngress{{Ip: "1.2.3.4", Ports: []*pb.PortStatus{{Port: 80}}}}}
+	for _, c := range []struct {
+		status *pb.LoadBalancerStatus
+		field  string
+	}{
+		// The Rust SDK's cases.
+		{one("", "0", vip), "s.ingress[0].ip_mode"},
+		{one("", "lb.example.com", vip), "s.ingress[0].ip_mode"},
+		{one("", "010.0.0.1", unspecified), "s.ingress[0].hostname"},
+		{one("::ffff:1.2.3.4", "", vip), "s.ingress[0].ip"},
+		// More of the same rules.
+		{one("", "", unspecified), "s.ingress[0]"},
+		{one("", "1.2.3.4", unspecified), "s.ingress[0].hostname"},
+		{one("", "001.002.003.004", unspecified), "s.ingress[0].hostname"},
+		{one("", "Lb.example.com", unspecified), "s.ingress[0].hostname"},
+		{one("1.2.3", "", unspecified), "s.ingress[0].ip"},
+		{one("::ffff:1.2.3.4", "lb.example.com", unspecified), "s.ingress[0].ip"},
+		{one("1.2.3.4", "", 7), "s.ingress[0].ip_mode"},
+		{tcp, "s.ingress[0].ports[0].protocol"},
+	} {
+		if v := CheckLoadBalancerStatus("s", c.status); v == nil || v.Field != c.field {
+			t.Errorf("%v: want a violation of %s, got %v", c.status, c.field, v)
+		}
+	}
+	for _, ok := range []*pb.LoadBalancerStatus{
+		// The Rust SDK's cases.
+		one("1.2.3.4", "", vip),
+		one("", "lb.example.com", unspecified),
+		one("", "1.2.3.4444", unspecified),
+		one("2001:db8::1", "lb.example.com", vip),
+		// Not IPv4 addresses, even sloppily read.
+		one("", "256.0.0.1", unspecified),
+		one("", "1.2.3", unspecified),
+		one("", "0", unspecified),
+		{},
+	} {
+		if v := CheckLoadBalancerStatus("s", ok); v != nil {
+			t.Errorf("%v refused: %v", ok, v)
+		}
+	}
+}
+
 func TestNodeAddressesOfIPTypesMustParse(t *testing.T) {
 	bad := &pb.NodeAddress{Type: pb.NodeAddressType_NODE_ADDRESS_TYPE_INTERNAL_IP, Address: "not-an-ip"}
 	if v := CheckNodeAddress("a", bad); v == nil || v.Field != "a.address" {
@@ -143,12 +194,15 @@ func TestLabelSyntaxIsKubernetesSyntax(t *testing.T) {
 }
 
 func TestCIDRsAndIPs(t *testing.T) {
-	for _, ok := range []string{"10.0.0.0/8", "fd00::/64", "0.0.0.0/0"} {
+	// As the Rust SDK: host bits may be set; the prefix is decimal digits
+	// without a leading zero or a sign; no zones.
+	for _, ok := range []string{"10.0.0.0/8", "fd00::/64", "0.0.0.0/0", "10.0.0.1/8", "::ffff:1.2.3.4/104", "fd00::/128"} {
 		if v := CheckCIDR("f", ok); v != nil {
 			t.Errorf("%q: %v", ok, v)
 		}
 	}
-	for _, bad := range []string{"10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8", "10.0.0.0/33"} {
+	for _, bad := range []string{"10.0.0.0", "10.0.0.0/", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/+8", "10.0.0.0/-0", "10.0.0.0/33",
+		"10.0.0.0/08", "10.0.0.0/00", "fd00::/064", "10.0.0.0/ 8", "10.0.0.0/8/8", "010.0.0.0/8", "fe80::1%eth0/64", "/8", ""} {
 		if CheckCIDR("f", bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -1,7 +1,6 @@
 // go-fake serves k8s.io/cloud-provider's own fake.Cloud through the ccm-rs
-// Go adapter. fake.Cloud is a test spy, not a cloud: some answers are the
-// same for every node and Service, and a failed route call poisons every
-// later one. cloud keeps its data and answers, replacing only those methods.
+// Go adapter. fake.Cloud is a test spy, not a cloud: cloud keeps its data and
+// answers, replacing only the methods whose answers no cloud gives (below).
 package main
 
 import (
@@ -103,21 +102,22 @@ func (c *cloud) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, s
 	return c.Cloud.EnsureLoadBalancerDeleted(ctx, cluster, svc)
 }
 
-// fake.Cloud fails an identical route, and the deletion of a missing one,
-// then keeps failing every later call (f.Err); routedTo avoids both.
-func (c *cloud) routedTo(cluster, cidr string) (types.NodeName, bool) {
+// fake.Cloud fails an identical route, and the deletion of a missing one or
+// by another target (the contract decides by cluster and CIDR alone), then
+// keeps failing every later call (f.Err); routed gives the stored route.
+func (c *cloud) routed(cluster, cidr string) (cloudprovider.Route, bool) {
 	for _, r := range c.RouteMap {
 		if r.ClusterName == cluster && r.Route.DestinationCIDR == cidr {
-			return r.Route.TargetNode, true
+			return r.Route, true
 		}
 	}
-	return "", false
+	return cloudprovider.Route{}, false
 }
 func (c *cloud) CreateRoute(ctx context.Context, cluster, hint string, r *cloudprovider.Route) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if to, ok := c.routedTo(cluster, r.DestinationCIDR); ok && to != r.TargetNode {
-		return sdk.ConflictingResource(r.DestinationCIDR + " is routed to " + string(to))
+	if stored, ok := c.routed(cluster, r.DestinationCIDR); ok && stored.TargetNode != r.TargetNode {
+		return sdk.ConflictingResource(r.DestinationCIDR + " is routed to " + string(stored.TargetNode))
 	} else if !ok {
 		return c.Cloud.CreateRoute(ctx, cluster, hint, r)
 	}
@@ -126,8 +126,8 @@ func (c *cloud) CreateRoute(ctx context.Context, cluster, hint string, r *cloudp
 func (c *cloud) DeleteRoute(ctx context.Context, cluster string, r *cloudprovider.Route) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if to, ok := c.routedTo(cluster, r.DestinationCIDR); ok && to == r.TargetNode {
-		return c.Cloud.DeleteRoute(ctx, cluster, r)
+	if stored, ok := c.routed(cluster, r.DestinationCIDR); ok {
+		return c.Cloud.DeleteRoute(ctx, cluster, &stored)
 	}
 	return nil
 }
