@@ -39,9 +39,12 @@ impl FencingToken {
         let (term, holder) = value
             .split_once(':')
             .ok_or_else(|| format!("{value:?} is not <term>:<holder>"))?;
-        let term = term
-            .parse::<u64>()
-            .map_err(|_| format!("term {term:?} is not a decimal number"))?;
+        // Digits only: `parse` alone would also take a leading "+", which
+        // the Go and Python SDKs refuse.
+        let term = Some(term)
+            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or_else(|| format!("term {term:?} is not a decimal number"))?;
         if holder.is_empty() {
             return Err("the holder identity is empty".into());
         }
