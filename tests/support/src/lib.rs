@@ -15,8 +15,10 @@
 //! Set `CCM_TEST_KUBECONFIG` to run against an already running control plane
 //! (for example one started by `make testenv`) instead of starting one.
 
+pub mod fixtures;
 pub mod poll;
 
+pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
 pub use poll::{DEADLINE, eventually, eventually_within, wait_until};
 
 use std::io::{BufRead, BufReader};
