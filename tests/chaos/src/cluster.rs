@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccm_testsupport::{UNINITIALIZED, kubelet_node, lb_service};
+use ccm_testsupport::{UNINITIALIZED, eventually_within, kubelet_node, lb_service};
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -38,19 +38,16 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match call().await {
-            Ok(v) => return v,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{what}: still failing after 60s: {e}"
-                );
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually_within(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        what,
+        || {
+            let call = call();
+            async move { call.await.map_err(|e| e.to_string()) }
+        },
+    )
+    .await
 }
 
 impl Cluster {
