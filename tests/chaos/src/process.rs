@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::StateDump;
-use ccm_testsupport::{ReadyLine, TestEnv, eventually_within, spawn_testenv, testenv_binary};
+use ccm_testsupport::{
+    ReadyLine, TestEnv, built_binary, eventually_within, spawn_testenv, testenv_binary,
+};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -18,12 +20,6 @@ use tokio::net::UnixStream;
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target"))
 }
 
 /// The controller and fake-provider binaries, built once per test process
@@ -35,27 +31,9 @@ pub struct Binaries {
 
 pub fn binaries() -> &'static Binaries {
     static BINARIES: OnceLock<Binaries> = OnceLock::new();
-    BINARIES.get_or_init(|| {
-        let status = ccm_testsupport::cargo()
-            .args(["build", "--locked"])
-            .args(["-p", "cloud-controller-manager", "-p", "ccm-fake-provider"])
-            .args([
-                "--bin",
-                "cloud-controller-manager",
-                "--bin",
-                "fake-provider",
-            ])
-            .status()
-            .expect("running cargo build");
-        assert!(
-            status.success(),
-            "building the controller and fake-provider"
-        );
-        let bin = target_dir().join("debug");
-        Binaries {
-            controller: bin.join("cloud-controller-manager"),
-            provider: bin.join("fake-provider"),
-        }
+    BINARIES.get_or_init(|| Binaries {
+        controller: built_binary("cloud-controller-manager", "cloud-controller-manager"),
+        provider: built_binary("ccm-fake-provider", "fake-provider"),
     })
 }
 
