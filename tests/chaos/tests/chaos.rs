@@ -133,19 +133,7 @@ async fn provider_kill_9_during_node_initialisation() {
         w.tally.details.push(format!("node {n} never initialised"));
     }
     // The control: Nodes whose instance does not exist are deleted.
-    let deadline = tokio::time::Instant::now() + SETTLE;
-    let ghosts_left = loop {
-        let nodes = w.cluster.all_nodes().await;
-        let left: Vec<String> = ghost
-            .iter()
-            .filter(|g| nodes.iter().any(|n| n.metadata.name.as_ref() == Some(*g)))
-            .cloned()
-            .collect();
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            break left;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let ghosts_left = count::still_present(&w.cluster, &ghost, SETTLE).await;
     for g in &ghosts_left {
         w.tally
             .details

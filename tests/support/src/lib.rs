@@ -19,7 +19,7 @@ pub mod fixtures;
 pub mod poll;
 
 pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
-pub use poll::{DEADLINE, eventually, eventually_within, wait_until};
+pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
