@@ -37,7 +37,7 @@ pub fn binaries() -> &'static Binaries {
     })
 }
 
-/// Sends `sig` (`-KILL`, `-STOP`, …) to `pid` with kill(1).
+/// Sends `sig` (`-STOP`, `-CONT`, …) to `pid` with kill(1).
 fn send(sig: &str, pid: u32) -> bool {
     Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -147,10 +147,10 @@ impl Proc {
         self.note(&format!("kill {sig}"));
     }
 
-    /// kill -9, and reaps it.
+    /// kill -9 (SIGKILL), and reaps it.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("running");
-        let _ = send("-KILL", child.id());
+        let _ = child.kill();
         let _ = child.wait();
         self.note("killed with -9");
     }
