@@ -353,8 +353,7 @@ impl Provider {
         )
         .await;
         for (method, path, body) in &self.faults {
-            let (code, answer) = http(&self.admin, method, path, Some(body.clone())).await;
-            assert!(code < 300, "{method} {path}: {code} {answer}");
+            self.fault(method, path, body.clone()).await;
         }
     }
 
@@ -364,12 +363,16 @@ impl Provider {
     }
 
     /// A fault (`PUT /faults/latency`, `POST /faults/errors`) applied now
-    /// and again after every restart.
-    pub async fn keep_fault(&mut self, method: &str, path: &str, body: Value) {
-        let (code, answer) = self.admin(method, path, Some(body.clone())).await;
+    /// only: gone after a restart. Fails unless the fake accepts it.
+    pub async fn fault(&self, method: &str, path: &str, body: Value) {
+        let (code, answer) = self.admin(method, path, Some(body)).await;
         assert!(code < 300, "{method} {path}: {code} {answer}");
-        self.faults
-            .push((method.to_owned(), path.to_owned(), body.clone()));
+    }
+
+    /// A fault applied now and again after every restart.
+    pub async fn keep_fault(&mut self, method: &str, path: &str, body: Value) {
+        self.fault(method, path, body.clone()).await;
+        self.faults.push((method.to_owned(), path.to_owned(), body));
     }
 
     /// Clears every fault, now and for later restarts.
