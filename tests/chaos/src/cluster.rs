@@ -6,9 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeSpec, Service, ServicePort, ServiceSpec, Taint,
-};
+use ccm_testsupport::{UNINITIALIZED, eventually_within, kubelet_node, lb_service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::Kubeconfig;
@@ -19,8 +18,6 @@ use crate::process::{Apiserver, repo};
 
 /// The finalizer the service-lb-controller puts on Services it ensured.
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-/// The taint a kubelet with `--cloud-provider=external` registers with.
-pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
 pub struct Cluster {
     /// The controller's `--cluster-name`.
@@ -41,19 +38,16 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match call().await {
-            Ok(v) => return v,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{what}: still failing after 60s: {e}"
-                );
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually_within(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        what,
+        || {
+            let call = call();
+            async move { call.await.map_err(|e| e.to_string()) }
+        },
+    )
+    .await
 }
 
 impl Cluster {
@@ -142,22 +136,7 @@ impl Cluster {
 
     /// A `type: LoadBalancer` Service; returns its uid.
     pub async fn create_lb_service(&self, ns: &str, name: &str) -> String {
-        let svc = Service {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                ports: Some(vec![ServicePort {
-                    port: 80,
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let svc = lb_service(name, 80);
         let api = self.services(ns);
         let created = retrying(&format!("creating {ns}/{name}"), || async {
             match api.create(&PostParams::default(), &svc).await {
@@ -232,23 +211,7 @@ impl Cluster {
     /// Registers a Node as `kubelet --cloud-provider=external` does.
     pub async fn register_node(&self, name: &str) {
         self.note(&format!("registering node {name}"));
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![Taint {
-                    key: UNINITIALIZED.into(),
-                    value: Some("true".into()),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let node = kubelet_node(name);
         let api = self.nodes();
         retrying(&format!("registering {name}"), || async {
             match api.create(&PostParams::default(), &node).await {

@@ -6,9 +6,13 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{LoadBalancer, StateDump};
+use ccm_testsupport::poll_until;
 
 use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, wants_lb};
 use crate::process::Provider;
+
+/// How often the counts below are taken again while waiting.
+const POLL: Duration = Duration::from_millis(250);
 
 /// How one cluster's Services and the cloud's load balancers disagree.
 #[derive(Debug, Default, Clone)]
@@ -98,13 +102,8 @@ pub async fn settle(
     within: Duration,
 ) -> (Census, Duration) {
     let started = Instant::now();
-    loop {
-        let c = census(cluster, provider).await;
-        if c.clean() || started.elapsed() >= within {
-            return (c, started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let c = poll_until(within, POLL, || census(cluster, provider), Census::clean).await;
+    (c, started.elapsed())
 }
 
 /// Deletes every Service that wants a load balancer or holds our
@@ -181,23 +180,46 @@ pub async fn wrongly_deleted(
 /// Waits (bounded) until every Node in `names` is initialised; those that
 /// are not.
 pub async fn uninitialised(cluster: &Cluster, names: &[String], within: Duration) -> Vec<String> {
-    let started = Instant::now();
-    loop {
-        let nodes = cluster.all_nodes().await;
-        let left: Vec<String> = names
-            .iter()
-            .filter(|name| {
-                !nodes
-                    .iter()
-                    .any(|n| n.metadata.name.as_ref() == Some(*name) && is_initialised(n))
-            })
-            .cloned()
-            .collect();
-        if left.is_empty() || started.elapsed() >= within {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    poll_until(
+        within,
+        POLL,
+        || async {
+            let nodes = cluster.all_nodes().await;
+            names
+                .iter()
+                .filter(|name| {
+                    !nodes
+                        .iter()
+                        .any(|n| n.metadata.name.as_ref() == Some(*name) && is_initialised(n))
+                })
+                .cloned()
+                .collect::<Vec<String>>()
+        },
+        Vec::is_empty,
+    )
+    .await
+}
+
+/// Waits (bounded) until no Node in `names` is left; those still there.
+pub async fn still_present(cluster: &Cluster, names: &[String], within: Duration) -> Vec<String> {
+    poll_until(
+        within,
+        POLL,
+        || async {
+            let nodes = cluster.all_nodes().await;
+            names
+                .iter()
+                .filter(|name| {
+                    nodes
+                        .iter()
+                        .any(|n| n.metadata.name.as_ref() == Some(*name))
+                })
+                .cloned()
+                .collect::<Vec<String>>()
+        },
+        Vec::is_empty,
+    )
+    .await
 }
 
 /// One scenario's counts, printed as one line and asserted zero.

@@ -111,10 +111,7 @@ pub struct RunDir {
 
 impl RunDir {
     pub fn new(scenario: &str) -> RunDir {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| process::repo().join("target"));
-        let logs = target
+        let logs = ccm_testsupport::target_dir()
             .join("chaos")
             .join(ccm_testsupport::unique_name(scenario));
         std::fs::create_dir_all(&logs).unwrap();

@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::StateDump;
-use ccm_testsupport::{ReadyLine, TestEnv, eventually_within, spawn_testenv, testenv_binary};
+use ccm_testsupport::{
+    ReadyLine, TestEnv, built_binary, eventually_within, spawn_testenv, testenv_binary,
+};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -18,12 +20,6 @@ use tokio::net::UnixStream;
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target"))
 }
 
 /// The controller and fake-provider binaries, built once per test process
@@ -35,31 +31,13 @@ pub struct Binaries {
 
 pub fn binaries() -> &'static Binaries {
     static BINARIES: OnceLock<Binaries> = OnceLock::new();
-    BINARIES.get_or_init(|| {
-        let status = ccm_testsupport::cargo()
-            .args(["build", "--locked"])
-            .args(["-p", "cloud-controller-manager", "-p", "ccm-fake-provider"])
-            .args([
-                "--bin",
-                "cloud-controller-manager",
-                "--bin",
-                "fake-provider",
-            ])
-            .status()
-            .expect("running cargo build");
-        assert!(
-            status.success(),
-            "building the controller and fake-provider"
-        );
-        let bin = target_dir().join("debug");
-        Binaries {
-            controller: bin.join("cloud-controller-manager"),
-            provider: bin.join("fake-provider"),
-        }
+    BINARIES.get_or_init(|| Binaries {
+        controller: built_binary("cloud-controller-manager", "cloud-controller-manager"),
+        provider: built_binary("ccm-fake-provider", "fake-provider"),
     })
 }
 
-/// Sends `sig` (`-KILL`, `-STOP`, …) to `pid` with kill(1).
+/// Sends `sig` (`-STOP`, `-CONT`, …) to `pid` with kill(1).
 fn send(sig: &str, pid: u32) -> bool {
     Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -169,10 +147,10 @@ impl Proc {
         self.note(&format!("kill {sig}"));
     }
 
-    /// kill -9, and reaps it.
+    /// kill -9 (SIGKILL), and reaps it.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("running");
-        let _ = send("-KILL", child.id());
+        let _ = child.kill();
         let _ = child.wait();
         self.note("killed with -9");
     }
@@ -375,8 +353,7 @@ impl Provider {
         )
         .await;
         for (method, path, body) in &self.faults {
-            let (code, answer) = http(&self.admin, method, path, Some(body.clone())).await;
-            assert!(code < 300, "{method} {path}: {code} {answer}");
+            self.fault(method, path, body.clone()).await;
         }
     }
 
@@ -386,12 +363,16 @@ impl Provider {
     }
 
     /// A fault (`PUT /faults/latency`, `POST /faults/errors`) applied now
-    /// and again after every restart.
-    pub async fn keep_fault(&mut self, method: &str, path: &str, body: Value) {
-        let (code, answer) = self.admin(method, path, Some(body.clone())).await;
+    /// only: gone after a restart. Fails unless the fake accepts it.
+    pub async fn fault(&self, method: &str, path: &str, body: Value) {
+        let (code, answer) = self.admin(method, path, Some(body)).await;
         assert!(code < 300, "{method} {path}: {code} {answer}");
-        self.faults
-            .push((method.to_owned(), path.to_owned(), body.clone()));
+    }
+
+    /// A fault applied now and again after every restart.
+    pub async fn keep_fault(&mut self, method: &str, path: &str, body: Value) {
+        self.fault(method, path, body.clone()).await;
+        self.faults.push((method.to_owned(), path.to_owned(), body));
     }
 
     /// Clears every fault, now and for later restarts.

@@ -3,41 +3,13 @@
 
 use std::time::Duration;
 
-use ccm_testsupport::{TestEnv, eventually, unique_name};
+use ccm_testsupport::{TestEnv, UNINITIALIZED, eventually, kubelet_node, unique_name};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, Taint};
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use serde_json::json;
-
-const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-
-/// A Node as `kubelet --cloud-provider=external` registers it: no providerID,
-/// no addresses yet, and the uninitialized taint for the CCM to remove.
-fn kubelet_registered_node(name: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(
-                [("kubernetes.io/hostname".to_owned(), name.to_owned())]
-                    .into_iter()
-                    .collect(),
-            ),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: UNINITIALIZED_TAINT.into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 async fn admin() -> Client {
     TestEnv::get()
@@ -53,7 +25,7 @@ async fn node_registered_with_uninitialized_taint_is_watched_and_status_addresse
     let name = unique_name("node-taint");
 
     let created = nodes
-        .create(&PostParams::default(), &kubelet_registered_node(&name))
+        .create(&PostParams::default(), &kubelet_node(&name))
         .await
         .unwrap();
     let taints = created.spec.unwrap().taints.unwrap();
@@ -66,7 +38,7 @@ async fn node_registered_with_uninitialized_taint_is_watched_and_status_addresse
     assert_eq!(
         keys,
         vec![
-            (UNINITIALIZED_TAINT, "NoSchedule"),
+            (UNINITIALIZED, "NoSchedule"),
             ("node.kubernetes.io/not-ready", "NoSchedule")
         ]
     );
@@ -129,7 +101,7 @@ async fn node_registered_with_uninitialized_taint_is_watched_and_status_addresse
             .taints
             .unwrap()
             .iter()
-            .any(|t| t.key == UNINITIALIZED_TAINT)
+            .any(|t| t.key == UNINITIALIZED)
     );
 
     // And the main resource ignores status: a status change sent to it is dropped.
@@ -150,7 +122,7 @@ async fn service_account_without_rights_gets_403_on_node_delete() {
     let nodes: Api<Node> = Api::all(admin.clone());
     let name = unique_name("node-rbac");
     nodes
-        .create(&PostParams::default(), &kubelet_registered_node(&name))
+        .create(&PostParams::default(), &kubelet_node(&name))
         .await
         .unwrap();
 

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{CallOutcome, FakeCloud, FakeConfig, Method};
-use ccm_testsupport::{TestEnv, unique_name};
+use ccm_testsupport::{TestEnv, built_binary, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
@@ -32,26 +32,6 @@ fn read_log(path: &Path) -> String {
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The controller binary, built now so it is never stale.
-fn controller_binary() -> PathBuf {
-    let status = ccm_testsupport::cargo()
-        .args([
-            "build",
-            "--locked",
-            "-p",
-            "cloud-controller-manager",
-            "--bin",
-            "cloud-controller-manager",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success(), "building cloud-controller-manager");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo().join("target"));
-    target.join("debug/cloud-controller-manager")
 }
 
 struct Replica {
@@ -203,7 +183,7 @@ impl Cluster {
             admin,
             lease: lease.to_owned(),
             ns,
-            binary: controller_binary(),
+            binary: built_binary("cloud-controller-manager", "cloud-controller-manager"),
             kubeconfig,
             endpoint,
             fake,

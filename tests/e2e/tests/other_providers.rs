@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
-use ccm_testsupport::unique_name;
+use ccm_testsupport::{built_binary, unique_name};
 use common::*;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -106,15 +106,7 @@ fn python_memory(nodes: &[&str]) -> Provider {
 
 /// The Rust fake provider's binary, built now so it is never stale.
 fn rust_fake(nodes: &[&str]) -> Provider {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--locked", "-p", "ccm-fake-provider"])
-        .current_dir(repo())
-        .status()
-        .unwrap();
-    assert!(status.success(), "building ccm-fake-provider");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo().join("target"));
+    let bin = built_binary("ccm-fake-provider", "fake-provider");
     // The instances file declaring `nodes`, kept as long as the provider.
     let files = tempfile::tempdir().unwrap();
     let instances = files.path().join("instances.json");
@@ -127,7 +119,7 @@ fn rust_fake(nodes: &[&str]) -> Provider {
         "--auto-create-instances=false".to_owned(),
         format!("--instances-file={}", instances.display()),
     ];
-    let mut p = Provider::spawn(&target.join("debug/fake-provider"), &args, &[]);
+    let mut p = Provider::spawn(&bin, &args, &[]);
     p._files = Some(files);
     p
 }

@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use ccm_testsupport::{TestEnv, spawn_testenv, terminate, testenv_binary, unique_name};
+use ccm_testsupport::{ReadyLine, TestEnv, spawn_testenv, terminate, testenv_binary, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
 use kube::api::{ObjectMeta, PostParams, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 
 fn kubectl() -> PathBuf {
     testenv_binary().unwrap().parent().unwrap().join("kubectl")
@@ -144,13 +143,13 @@ fn keep_leaves_the_data_directory_for_inspection() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// An admin client from a kubeconfig's text.
-async fn client_from(kubeconfig: &str) -> Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig).expect("a kubeconfig");
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+/// An admin client of a control plane the test started, from its
+/// kubeconfig file.
+async fn admin_client(ready: &ReadyLine) -> Client {
+    TestEnv::attach(ready)
+        .admin_client()
         .await
-        .expect("a usable kubeconfig");
-    Client::try_from(config).expect("a client")
+        .expect("a usable kubeconfig")
 }
 
 fn read(path: &Path) -> String {
@@ -171,7 +170,7 @@ async fn a_kept_data_dir_restarts_with_the_same_ca_token_port_and_objects() {
     let sa_key = read(&dir.join("pki/sa.key"));
 
     let name = unique_name("kept-node");
-    let nodes: Api<Node> = Api::all(client_from(&kubeconfig).await);
+    let nodes: Api<Node> = Api::all(admin_client(&first).await);
     let node = Node {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -198,9 +197,9 @@ async fn a_kept_data_dir_restarts_with_the_same_ca_token_port_and_objects() {
     assert_eq!(read(&dir.join("pki/ca.crt")), ca, "same CA");
     assert_eq!(read(&dir.join("tokens.csv")), tokens, "same token");
     assert_eq!(read(&dir.join("pki/sa.key")), sa_key, "same SA signing key");
-    // The first run's kubeconfig (CA and token) still works, and etcd kept
-    // the Node.
-    let nodes: Api<Node> = Api::all(client_from(&kubeconfig).await);
+    // The first run's kubeconfig (CA and token; the file is unchanged, see
+    // above) still works, and etcd kept the Node.
+    let nodes: Api<Node> = Api::all(admin_client(&first).await);
     let back = nodes
         .get(&name)
         .await
@@ -232,7 +231,7 @@ async fn sigterm_with_watches_open_exits_0_within_5_seconds() {
     let (mut child, ready) =
         tokio::task::block_in_place(|| spawn_testenv(&bin, &["--data-dir", dir.to_str().unwrap()]))
             .unwrap();
-    let client = client_from(&read(&ready.kubeconfig)).await;
+    let client = admin_client(&ready).await;
     // Each watch is its own connection; `watch` returns once the apiserver
     // has answered its headers, i.e. the watch is being served.
     let wp = WatchParams::default();

@@ -15,10 +15,13 @@
 //! Set `CCM_TEST_KUBECONFIG` to run against an already running control plane
 //! (for example one started by `make testenv`) instead of starting one.
 
+pub mod fixtures;
 pub mod poll;
 
-pub use poll::{DEADLINE, eventually, eventually_within, wait_until};
+pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
+pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -369,6 +372,53 @@ pub fn cargo() -> Command {
     }
     cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
     cmd
+}
+
+/// The workspace's target directory: `$CARGO_TARGET_DIR`, else `target/`
+/// at the workspace root.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// The binary `bin` of the workspace package `package`, built now with
+/// [`cargo`] (debug profile) so it is never stale, for tests that run it as
+/// a process. Built once per test process and pair; the path is the one
+/// cargo reports for the artifact. Panics if the build fails (its errors
+/// are on stderr).
+pub fn built_binary(package: &str, bin: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<(String, String), PathBuf>> = Mutex::new(BTreeMap::new());
+    // Held during the build: a second caller waits for it rather than
+    // starting the same cargo build.
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (package.to_owned(), bin.to_owned());
+    if let Some(path) = built.get(&key) {
+        return path.clone();
+    }
+    let out = cargo()
+        .args([
+            "build",
+            "--locked",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["-p", package, "--bin", bin])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running cargo build -p {package} --bin {bin}: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo build -p {package} --bin {bin}: {}",
+        out.status
+    );
+    let path = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == bin)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo build -p {package} --bin {bin} reported no executable"));
+    built.insert(key, path.clone());
+    path
 }
 
 /// Spawns `cmd` so that it gets SIGTERM when the test process dies, even

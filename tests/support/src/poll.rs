@@ -1,5 +1,6 @@
 //! The one way tests wait: poll a probe with a deadline, and on timeout
-//! fail saying what was awaited and what was last seen.
+//! fail saying what was awaited and what was last seen ([`eventually`]), or
+//! hand the last value back for the caller to count ([`poll_until`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -62,6 +63,29 @@ where
     .await
 }
 
+/// Polls `probe` every `every` until `done` holds for its value or `within`
+/// has passed, and returns the last value either way: for callers that
+/// count or report what is left rather than fail at once.
+pub async fn poll_until<T, F, Fut>(
+    within: Duration,
+    every: Duration,
+    mut probe: F,
+    done: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let value = probe().await;
+        if done(&value) || tokio::time::Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +118,40 @@ mod tests {
             || async { Err::<(), _>("still no".to_owned()) },
         )
         .await
+    }
+
+    #[tokio::test]
+    async fn poll_until_returns_the_first_value_that_is_done() {
+        let mut n = 0;
+        let v = poll_until(
+            Duration::from_secs(10),
+            Duration::from_millis(1),
+            || {
+                n += 1;
+                let now = n;
+                async move { now }
+            },
+            |v| *v >= 3,
+        )
+        .await;
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test]
+    async fn poll_until_returns_the_last_value_at_the_deadline() {
+        let mut n = 0;
+        let v = poll_until(
+            Duration::from_millis(30),
+            Duration::from_millis(5),
+            || {
+                n += 1;
+                let now = n;
+                async move { now }
+            },
+            |_| false,
+        )
+        .await;
+        assert!(v > 1, "polled more than once: {v}");
+        assert_eq!(v, n, "the last value");
     }
 }

@@ -7,21 +7,22 @@ use ccm_fake_provider::{FakeCloud, FakeConfig};
 use ccm_testsupport::TestEnv;
 use clap::Parser;
 use cloud_controller_manager::config::Options;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::{Mutex, oneshot};
 
 pub static SERIAL: Mutex<()> = Mutex::const_new(());
 
-pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The pod network the route controller is responsible for.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
-pub use ccm_testsupport::{DEADLINE, eventually, eventually_within, wait_until};
+pub use ccm_testsupport::{
+    DEADLINE, UNINITIALIZED, eventually, eventually_within, kubelet_node, lb_service, wait_until,
+};
 
 pub struct Harness {
     pub admin: Client,
@@ -266,26 +267,6 @@ pub fn run_controller(
     ))
 }
 
-pub fn kubelet_node(name: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: UNINITIALIZED.into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 pub fn has_taint(n: &Node, key: &str) -> bool {
     n.spec
         .as_ref()
@@ -334,24 +315,4 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A `type: LoadBalancer` Service with one TCP port.
-pub fn lb_service(name: &str, port: i32) -> k8s_openapi::api::core::v1::Service {
-    k8s_openapi::api::core::v1::Service {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
-                port,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
