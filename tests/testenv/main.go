@@ -145,15 +145,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	etcdClientPort, err := reservePort(0)
-	if err != nil {
-		return err
-	}
-	etcdPeerPort, err := reservePort(0)
-	if err != nil {
-		return err
-	}
-
 	if reused {
 		st, err = reuseState(dir, apiPort)
 	} else {
@@ -164,7 +155,7 @@ func run() error {
 	}
 	removeState = !reused
 
-	etcd, err := startEtcd(dir, etcdClientPort, etcdPeerPort, opts.etcdLog)
+	etcd, etcdClientPort, err := startEtcdOnFreePorts(dir, opts.etcdLog)
 	if err != nil {
 		return err
 	}
@@ -338,6 +329,32 @@ func waitReady(ctx context.Context, st *state) error {
 			return fmt.Errorf("%w (last answer: %s)", ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// startEtcdOnFreePorts starts etcd on two free loopback ports, and its
+// client port. A port found free can be taken by another process before
+// etcd binds it (tests start control planes and listeners concurrently), so
+// a bind that fails because the address is in use is retried on new ports.
+func startEtcdOnFreePorts(dir, logLevel string) (*embed.Etcd, int, error) {
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		clientPort, err := reservePort(0)
+		if err != nil {
+			return nil, 0, err
+		}
+		peerPort, err := reservePort(0)
+		if err != nil {
+			return nil, 0, err
+		}
+		e, err := startEtcd(dir, clientPort, peerPort, logLevel)
+		if err == nil {
+			return e, clientPort, nil
+		}
+		if attempt == attempts || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, 0, err
+		}
+		fmt.Fprintf(os.Stderr, "ccm-testenv: %v; trying other ports\n", err)
 	}
 }
 
