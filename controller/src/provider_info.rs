@@ -58,6 +58,13 @@ pub async fn report(endpoint: &str, options: ClientOptions) -> Result<Value, Cli
         "annotations": {
             "prefixes": h.annotations.prefixes,
             "known_keys": h.annotations.known_keys,
+            "descriptions": h.annotations.descriptions.iter().map(|d| json!({
+                "key": d.key,
+                "description": d.description,
+                "type": d.value_type,
+                "default": d.default_value,
+                "example": d.example,
+            })).collect::<Vec<_>>(),
         },
         "probe": probe,
         "clusters": clusters,

@@ -217,7 +217,9 @@ pub trait LoadBalancers: Send + Sync + 'static {
         service: Service,
     ) -> impl Future<Output = ProviderResult<Option<LoadBalancerStatus>>> + Send;
 
-    /// Must be a pure function of cluster name, Service uid and annotations.
+    /// Must be a pure function of cluster name, Service namespace, name, uid
+    /// and annotations (names from namespace and name are safe: the
+    /// finalizer keeps a Service until its load balancer is deleted).
     /// The default is [`cluster_scoped_load_balancer_name`], so two clusters
     /// sharing a cloud account never claim one load balancer (upstream's
     /// default, [`default_load_balancer_name`], ignores the cluster).

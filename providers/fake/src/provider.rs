@@ -36,6 +36,7 @@ impl Identity for FakeCloud {
         AnnotationSchema {
             prefixes: vec![ANNOTATION_PREFIX.to_owned()],
             known_keys: KNOWN_ANNOTATIONS.iter().map(|k| (*k).to_owned()).collect(),
+            ..AnnotationSchema::default()
         }
     }
 

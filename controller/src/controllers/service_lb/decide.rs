@@ -1009,6 +1009,7 @@ mod tests {
                 "lb.example.com/internal".into(),
                 "lb.example.com/health-check-path".into(),
             ],
+            ..Default::default()
         };
         let mut s = lb_service();
         s.metadata.annotations = Some(
@@ -1046,6 +1047,7 @@ mod tests {
         let schema = proto::AnnotationSchema {
             prefixes: vec!["lb.example.com/".into()],
             known_keys: vec![format!("lb.example.com/{}", "x".repeat(1_000_000))],
+            ..Default::default()
         };
         let mut s = lb_service();
         s.metadata.annotations =

@@ -117,6 +117,19 @@ pub(super) async fn capabilities_valid(cx: &Ctx) -> CaseResult {
             schema.prefixes
         );
     }
+    for d in &schema.descriptions {
+        check!(
+            !d.key.is_empty() && !d.description.is_empty(),
+            "GetProviderCapabilities.annotations.descriptions: key and description are REQUIRED, got key {:?} description {:?}",
+            d.key,
+            d.description
+        );
+        check!(
+            schema.known_keys.contains(&d.key),
+            "GetProviderCapabilities.annotations.descriptions: {:?} is described but not in known_keys",
+            d.key
+        );
+    }
     Ok(())
 }
 

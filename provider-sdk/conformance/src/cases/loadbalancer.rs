@@ -208,10 +208,9 @@ pub(super) async fn name_deterministic(cx: &Ctx) -> CaseResult {
             i + 1
         );
     }
-    // A pure function of (cluster_name, uid, annotations): other fields
-    // must not matter.
+    // A pure function of (cluster_name, namespace, name, uid, annotations):
+    // labels and ports must not matter.
     let mut other = s.clone();
-    other.name.push_str("-renamed");
     other
         .labels
         .insert("conformance.ccm-rs.io/x".into(), "y".into());
@@ -219,7 +218,7 @@ pub(super) async fn name_deterministic(cx: &Ctx) -> CaseResult {
     let again = lb_name(cx, &other).await?;
     check!(
         again == first,
-        "GetLoadBalancerName for the same uid and annotations but another name, labels and ports: expected {first:?}, got {again:?}"
+        "GetLoadBalancerName for the same Service with other labels and ports: expected {first:?}, got {again:?}"
     );
     Ok(())
 }

@@ -254,8 +254,8 @@ class LoadBalancers(ABC):
     def get_load_balancer_name(
         self, ctx: CallContext, cluster_name: str, service: types_pb2.Service
     ) -> str | Awaitable[str]:
-        """A pure function of cluster name, uid and annotations. The default
-        is :func:`cluster_scoped_load_balancer_name`."""
+        """A pure function of cluster name, namespace, name, uid and
+        annotations. The default is :func:`cluster_scoped_load_balancer_name`."""
         return cluster_scoped_load_balancer_name(cluster_name, service.uid)
 
     @abstractmethod

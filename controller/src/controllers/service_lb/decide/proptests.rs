@@ -142,7 +142,7 @@ proptest! {
         prefixes in vec(prop_oneof![arb::text(), Just("service.beta.kubernetes.io/".to_owned())], 0..3),
         known in vec(prop_oneof![arb::label_key(), arb::text()], 0..4),
     ) {
-        let schema = proto::AnnotationSchema { prefixes: prefixes.clone(), known_keys: known.clone() };
+        let schema = proto::AnnotationSchema { prefixes: prefixes.clone(), known_keys: known.clone(), ..Default::default() };
         let annotations = svc.metadata.annotations.clone().unwrap_or_default();
         for (k, hint) in unknown_annotations(&svc, &schema) {
             prop_assert!(annotations.contains_key(&k));
@@ -176,6 +176,7 @@ proptest! {
         let schema = proto::AnnotationSchema {
             prefixes: vec![prefix.to_owned()],
             known_keys: vec![known.clone()],
+            ..Default::default()
         };
         prop_assert_eq!(unknown_annotations(&svc, &schema), vec![(key, Some(known))]);
     }

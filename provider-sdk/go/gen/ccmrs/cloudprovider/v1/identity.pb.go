@@ -415,7 +415,12 @@ type AnnotationSchema struct {
 	// known_keys is reported to the user as unknown.
 	Prefixes []string `protobuf:"bytes,1,rep,name=prefixes,proto3" json:"prefixes,omitempty"`
 	// OPTIONAL. Every full annotation key the provider reads.
-	KnownKeys     []string `protobuf:"bytes,2,rep,name=known_keys,json=knownKeys,proto3" json:"known_keys,omitempty"`
+	KnownKeys []string `protobuf:"bytes,2,rep,name=known_keys,json=knownKeys,proto3" json:"known_keys,omitempty"`
+	// OPTIONAL. What keys mean, for people: `provider info` prints these and
+	// providers generate their annotation reference from them. Each key
+	// SHOULD also be in known_keys; the controller reads only known_keys and
+	// prefixes. Empty means no descriptions are offered.
+	Descriptions  []*AnnotationDescription `protobuf:"bytes,3,rep,name=descriptions,proto3" json:"descriptions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +469,97 @@ func (x *AnnotationSchema) GetKnownKeys() []string {
 	return nil
 }
 
+func (x *AnnotationSchema) GetDescriptions() []*AnnotationDescription {
+	if x != nil {
+		return x.Descriptions
+	}
+	return nil
+}
+
+// One annotation a provider reads, described for people.
+type AnnotationDescription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. The full annotation key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// REQUIRED. What the annotation does, one or more sentences.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// OPTIONAL. The kind of value, for example "integer", "duration",
+	// "boolean" or "string"; empty when not stated.
+	ValueType string `protobuf:"bytes,3,opt,name=value_type,json=valueType,proto3" json:"value_type,omitempty"`
+	// OPTIONAL. What applies when the annotation is absent; empty when not
+	// stated.
+	DefaultValue string `protobuf:"bytes,4,opt,name=default_value,json=defaultValue,proto3" json:"default_value,omitempty"`
+	// OPTIONAL. An example value; empty when not stated.
+	Example       string `protobuf:"bytes,5,opt,name=example,proto3" json:"example,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnotationDescription) Reset() {
+	*x = AnnotationDescription{}
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnotationDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnotationDescription) ProtoMessage() {}
+
+func (x *AnnotationDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnotationDescription.ProtoReflect.Descriptor instead.
+func (*AnnotationDescription) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AnnotationDescription) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnnotationDescription) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AnnotationDescription) GetValueType() string {
+	if x != nil {
+		return x.ValueType
+	}
+	return ""
+}
+
+func (x *AnnotationDescription) GetDefaultValue() string {
+	if x != nil {
+		return x.DefaultValue
+	}
+	return ""
+}
+
+func (x *AnnotationDescription) GetExample() string {
+	if x != nil {
+		return x.Example
+	}
+	return ""
+}
+
 // Intentionally empty.
 type ProbeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -473,7 +569,7 @@ type ProbeRequest struct {
 
 func (x *ProbeRequest) Reset() {
 	*x = ProbeRequest{}
-	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[5]
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +581,7 @@ func (x *ProbeRequest) String() string {
 func (*ProbeRequest) ProtoMessage() {}
 
 func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[5]
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +594,7 @@ func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRequest.ProtoReflect.Descriptor instead.
 func (*ProbeRequest) Descriptor() ([]byte, []int) {
-	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{5}
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{6}
 }
 
 // The answer to a probe.
@@ -515,7 +611,7 @@ type ProbeResponse struct {
 
 func (x *ProbeResponse) Reset() {
 	*x = ProbeResponse{}
-	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[6]
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +623,7 @@ func (x *ProbeResponse) String() string {
 func (*ProbeResponse) ProtoMessage() {}
 
 func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[6]
+	mi := &file_ccmrs_cloudprovider_v1_identity_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +636,7 @@ func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResponse.ProtoReflect.Descriptor instead.
 func (*ProbeResponse) Descriptor() ([]byte, []int) {
-	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{6}
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProbeResponse) GetState() ProbeState {
@@ -578,11 +674,19 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\x12controller_version\x18\x01 \x01(\tR\x11controllerVersion\"\xb5\x01\n" +
 	"\x1fGetProviderCapabilitiesResponse\x12F\n" +
 	"\fcapabilities\x18\x01 \x03(\x0e2\".ccmrs.cloudprovider.v1.CapabilityR\fcapabilities\x12J\n" +
-	"\vannotations\x18\x02 \x01(\v2(.ccmrs.cloudprovider.v1.AnnotationSchemaR\vannotations\"M\n" +
+	"\vannotations\x18\x02 \x01(\v2(.ccmrs.cloudprovider.v1.AnnotationSchemaR\vannotations\"\xa0\x01\n" +
 	"\x10AnnotationSchema\x12\x1a\n" +
 	"\bprefixes\x18\x01 \x03(\tR\bprefixes\x12\x1d\n" +
 	"\n" +
-	"known_keys\x18\x02 \x03(\tR\tknownKeys\"\x0e\n" +
+	"known_keys\x18\x02 \x03(\tR\tknownKeys\x12Q\n" +
+	"\fdescriptions\x18\x03 \x03(\v2-.ccmrs.cloudprovider.v1.AnnotationDescriptionR\fdescriptions\"\xa9\x01\n" +
+	"\x15AnnotationDescription\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"value_type\x18\x03 \x01(\tR\tvalueType\x12#\n" +
+	"\rdefault_value\x18\x04 \x01(\tR\fdefaultValue\x12\x18\n" +
+	"\aexample\x18\x05 \x01(\tR\aexample\"\x0e\n" +
 	"\fProbeRequest\"c\n" +
 	"\rProbeResponse\x128\n" +
 	"\x05state\x18\x01 \x01(\x0e2\".ccmrs.cloudprovider.v1.ProbeStateR\x05state\x12\x18\n" +
@@ -623,7 +727,7 @@ func file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP() []byte {
 }
 
 var file_ccmrs_cloudprovider_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ccmrs_cloudprovider_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_ccmrs_cloudprovider_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ccmrs_cloudprovider_v1_identity_proto_goTypes = []any{
 	(Capability)(0),                         // 0: ccmrs.cloudprovider.v1.Capability
 	(ProbeState)(0),                         // 1: ccmrs.cloudprovider.v1.ProbeState
@@ -632,26 +736,28 @@ var file_ccmrs_cloudprovider_v1_identity_proto_goTypes = []any{
 	(*GetProviderCapabilitiesRequest)(nil),  // 4: ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
 	(*GetProviderCapabilitiesResponse)(nil), // 5: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
 	(*AnnotationSchema)(nil),                // 6: ccmrs.cloudprovider.v1.AnnotationSchema
-	(*ProbeRequest)(nil),                    // 7: ccmrs.cloudprovider.v1.ProbeRequest
-	(*ProbeResponse)(nil),                   // 8: ccmrs.cloudprovider.v1.ProbeResponse
-	nil,                                     // 9: ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
+	(*AnnotationDescription)(nil),           // 7: ccmrs.cloudprovider.v1.AnnotationDescription
+	(*ProbeRequest)(nil),                    // 8: ccmrs.cloudprovider.v1.ProbeRequest
+	(*ProbeResponse)(nil),                   // 9: ccmrs.cloudprovider.v1.ProbeResponse
+	nil,                                     // 10: ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
 }
 var file_ccmrs_cloudprovider_v1_identity_proto_depIdxs = []int32{
-	9, // 0: ccmrs.cloudprovider.v1.GetProviderInfoResponse.manifest:type_name -> ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
-	0, // 1: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.capabilities:type_name -> ccmrs.cloudprovider.v1.Capability
-	6, // 2: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.annotations:type_name -> ccmrs.cloudprovider.v1.AnnotationSchema
-	1, // 3: ccmrs.cloudprovider.v1.ProbeResponse.state:type_name -> ccmrs.cloudprovider.v1.ProbeState
-	2, // 4: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:input_type -> ccmrs.cloudprovider.v1.GetProviderInfoRequest
-	4, // 5: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:input_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
-	7, // 6: ccmrs.cloudprovider.v1.IdentityService.Probe:input_type -> ccmrs.cloudprovider.v1.ProbeRequest
-	3, // 7: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:output_type -> ccmrs.cloudprovider.v1.GetProviderInfoResponse
-	5, // 8: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:output_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
-	8, // 9: ccmrs.cloudprovider.v1.IdentityService.Probe:output_type -> ccmrs.cloudprovider.v1.ProbeResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	10, // 0: ccmrs.cloudprovider.v1.GetProviderInfoResponse.manifest:type_name -> ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
+	0,  // 1: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.capabilities:type_name -> ccmrs.cloudprovider.v1.Capability
+	6,  // 2: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.annotations:type_name -> ccmrs.cloudprovider.v1.AnnotationSchema
+	7,  // 3: ccmrs.cloudprovider.v1.AnnotationSchema.descriptions:type_name -> ccmrs.cloudprovider.v1.AnnotationDescription
+	1,  // 4: ccmrs.cloudprovider.v1.ProbeResponse.state:type_name -> ccmrs.cloudprovider.v1.ProbeState
+	2,  // 5: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:input_type -> ccmrs.cloudprovider.v1.GetProviderInfoRequest
+	4,  // 6: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:input_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
+	8,  // 7: ccmrs.cloudprovider.v1.IdentityService.Probe:input_type -> ccmrs.cloudprovider.v1.ProbeRequest
+	3,  // 8: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:output_type -> ccmrs.cloudprovider.v1.GetProviderInfoResponse
+	5,  // 9: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:output_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
+	9,  // 10: ccmrs.cloudprovider.v1.IdentityService.Probe:output_type -> ccmrs.cloudprovider.v1.ProbeResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_ccmrs_cloudprovider_v1_identity_proto_init() }
@@ -666,7 +772,7 @@ func file_ccmrs_cloudprovider_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ccmrs_cloudprovider_v1_identity_proto_rawDesc), len(file_ccmrs_cloudprovider_v1_identity_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

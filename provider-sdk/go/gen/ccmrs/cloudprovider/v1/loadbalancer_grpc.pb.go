@@ -45,8 +45,14 @@ type LoadBalancerServiceClient interface {
 	// Deadline: 30 s.
 	GetLoadBalancer(ctx context.Context, in *GetLoadBalancerRequest, opts ...grpc.CallOption) (*GetLoadBalancerResponse, error)
 	// The cloud name of the Service's load balancer. MUST be a pure function of
-	// (cluster_name, service.uid, service.annotations) for a given
-	// vendor_version. Deadline: 5 s.
+	// (cluster_name, service.namespace, service.name, service.uid,
+	// service.annotations) for a given vendor_version. A name MAY be built from
+	// namespace and name alone (for example "<cluster>-<namespace>-<name>"):
+	// the controller's finalizer keeps a Service, and so its namespace and
+	// name, from being deleted before its load balancer is, so two Services
+	// never claim one name at the same time. A provider that does so SHOULD
+	// record the uid on the load balancer and answer for the uid it recorded.
+	// Deadline: 5 s.
 	GetLoadBalancerName(ctx context.Context, in *GetLoadBalancerNameRequest, opts ...grpc.CallOption) (*GetLoadBalancerNameResponse, error)
 	// Creates or updates the load balancer to match the Service and nodes, and
 	// returns its status. While the load balancer is still being provisioned,
@@ -156,8 +162,14 @@ type LoadBalancerServiceServer interface {
 	// Deadline: 30 s.
 	GetLoadBalancer(context.Context, *GetLoadBalancerRequest) (*GetLoadBalancerResponse, error)
 	// The cloud name of the Service's load balancer. MUST be a pure function of
-	// (cluster_name, service.uid, service.annotations) for a given
-	// vendor_version. Deadline: 5 s.
+	// (cluster_name, service.namespace, service.name, service.uid,
+	// service.annotations) for a given vendor_version. A name MAY be built from
+	// namespace and name alone (for example "<cluster>-<namespace>-<name>"):
+	// the controller's finalizer keeps a Service, and so its namespace and
+	// name, from being deleted before its load balancer is, so two Services
+	// never claim one name at the same time. A provider that does so SHOULD
+	// record the uid on the load balancer and answer for the uid it recorded.
+	// Deadline: 5 s.
 	GetLoadBalancerName(context.Context, *GetLoadBalancerNameRequest) (*GetLoadBalancerNameResponse, error)
 	// Creates or updates the load balancer to match the Service and nodes, and
 	// returns its status. While the load balancer is still being provisioned,

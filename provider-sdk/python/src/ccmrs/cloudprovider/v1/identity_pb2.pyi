@@ -81,12 +81,28 @@ class GetProviderCapabilitiesResponse(_message.Message):
     def __init__(self, capabilities: _Optional[_Iterable[_Union[Capability, str]]] = ..., annotations: _Optional[_Union[AnnotationSchema, _Mapping]] = ...) -> None: ...
 
 class AnnotationSchema(_message.Message):
-    __slots__ = ("prefixes", "known_keys")
+    __slots__ = ("prefixes", "known_keys", "descriptions")
     PREFIXES_FIELD_NUMBER: _ClassVar[int]
     KNOWN_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     prefixes: _containers.RepeatedScalarFieldContainer[str]
     known_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, prefixes: _Optional[_Iterable[str]] = ..., known_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    descriptions: _containers.RepeatedCompositeFieldContainer[AnnotationDescription]
+    def __init__(self, prefixes: _Optional[_Iterable[str]] = ..., known_keys: _Optional[_Iterable[str]] = ..., descriptions: _Optional[_Iterable[_Union[AnnotationDescription, _Mapping]]] = ...) -> None: ...
+
+class AnnotationDescription(_message.Message):
+    __slots__ = ("key", "description", "value_type", "default_value", "example")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    description: str
+    value_type: str
+    default_value: str
+    example: str
+    def __init__(self, key: _Optional[str] = ..., description: _Optional[str] = ..., value_type: _Optional[str] = ..., default_value: _Optional[str] = ..., example: _Optional[str] = ...) -> None: ...
 
 class ProbeRequest(_message.Message):
     __slots__ = ()

@@ -93,8 +93,14 @@ class LoadBalancerServiceServicer:
 
     def GetLoadBalancerName(self, request, context):
         """The cloud name of the Service's load balancer. MUST be a pure function of
-        (cluster_name, service.uid, service.annotations) for a given
-        vendor_version. Deadline: 5 s.
+        (cluster_name, service.namespace, service.name, service.uid,
+        service.annotations) for a given vendor_version. A name MAY be built from
+        namespace and name alone (for example "<cluster>-<namespace>-<name>"):
+        the controller's finalizer keeps a Service, and so its namespace and
+        name, from being deleted before its load balancer is, so two Services
+        never claim one name at the same time. A provider that does so SHOULD
+        record the uid on the load balancer and answer for the uid it recorded.
+        Deadline: 5 s.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
