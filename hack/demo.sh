@@ -1,13 +1,32 @@
 #!/usr/bin/env bash
-# The main job on a local default: a real kube-apiserver (ccm-testenv), the
-# fake provider, and the cloud-controller-manager running with only its own
-# ClusterRole. Nodes registered the way `kubelet --cloud-provider=external`
-# registers them get initialised; a node whose instance disappears is
-# deleted; a LoadBalancer Service gets an address from the fake cloud, and
-# deleting it deletes the cloud's load balancer. Everything is stopped and removed at the end (DEMO_HOLD=1 keeps it
-# running until Ctrl-C). Exits non-zero if anything it shows does not happen.
+# The main job on a local default, with real sockets: a real kube-apiserver
+# (ccm-testenv), the local provider and the cloud-controller-manager running
+# with only its own ClusterRole, all inside a private network namespace
+# (`unshare -rn`: no root, and no packet leaves it).
+#
+# Three Nodes registered the way `kubelet --cloud-provider=external`
+# registers them get initialised from the provider's inventory; each gets a
+# route for its pod CIDR in kernel table 100; a LoadBalancer Service gets a
+# VIP on which a real L4 proxy forwards to the ingress-labelled Nodes'
+# nodePort (each "node" is a small HTTP server on 127.0.1.N standing in for
+# kube-proxy, answering its name); relabelling a Node moves the traffic; the
+# QPS annotation limits a burst; deleting a Node's instance from the
+# inventory deletes the Node and its route; deleting the Service closes the
+# listener. Everything is stopped and removed at the end (DEMO_HOLD=1 keeps
+# it running until Ctrl-C). Exits non-zero if anything it shows does not
+# happen.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [[ -z ${CCM_DEMO_NETNS:-} ]]; then
+  if ! unshare -rn true 2>/dev/null; then
+    echo "demo: 'unshare -rn' is not allowed here (unprivileged user namespaces are off?); the demo runs in a network namespace of its own" >&2
+    exit 1
+  fi
+  CCM_DEMO_NETNS=1 exec unshare -rn "$0" "$@"
+fi
+ip link set lo up
+
 bin=$root/target/testenv/bin
 ccm_bin=$root/target/debug
 work=$root/target/demo
@@ -54,6 +73,10 @@ wait_until() {
     sleep 0.2
   done
 }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+step "network namespace: a private one (unshare -rn); loopback only"
+ip -brief addr show lo | sed 's/^/  /'
 
 step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1 (log: $work/apiserver.log)"
 "$bin/ccm-testenv" --data-dir "$work/apiserver" >"$work/ready.json" 2>"$work/apiserver.log" &
@@ -77,20 +100,45 @@ KUBECONFIG=$work/ccm.kubeconfig k config set-credentials admin \
 k auth can-i delete nodes --as=system:serviceaccount:kube-system:cloud-controller-manager
 k auth can-i list secrets --as=system:serviceaccount:kube-system:cloud-controller-manager || true
 
-step "provider: fake-provider on unix://$work/provider.sock (admin API on provider.sock.admin; log: $work/provider.log)"
-"$ccm_bin/fake-provider" --endpoint "unix://$work/provider.sock" >"$work/provider.log" 2>&1 &
+inventory() {
+  echo "instances:"
+  for i in "$@"; do
+    cat <<EOF
+  - node: demo-node-$i
+    id: vm-$i
+    type: local.small
+    zone: local-$((i % 2 == 1 ? 1 : 2))
+    region: local
+    addresses:
+      - {type: InternalIP, address: 127.0.1.$i}
+      - {type: Hostname, address: demo-node-$i}
+EOF
+  done
+}
+inventory 1 2 3 >"$work/inventory.yaml"
+provider_metrics=$(free_port)
+step "provider: local-provider on unix://$work/provider.sock (inventory $work/inventory.yaml; VIPs 127.200.0.0/24; routes in table 100; log: $work/provider.log)"
+"$ccm_bin/local-provider" --endpoint "unix://$work/provider.sock" \
+  --inventory "$work/inventory.yaml" --state-file "$work/provider-state.json" \
+  --vip-range 127.200.0.0/24 --route-table 100 --inventory-poll-interval 200ms \
+  --ingress-node-selector node.ccm-rs.io/ingress=true \
+  --metrics-listen "127.0.0.1:$provider_metrics" >"$work/provider.log" 2>&1 &
 pids+=($!)
 wait_until "provider socket" 30 test -S "$work/provider.sock"
 ls -l "$work/provider.sock" | sed 's/^/  /'
+sed 's/^/  /' "$work/inventory.yaml" | head -9
+echo "  ..."
 
-step "register 3 nodes as kubelet --cloud-provider=external does (tainted, no providerID)"
+step "register 3 nodes as kubelet --cloud-provider=external does (tainted, no providerID); 1 and 2 labelled node.ccm-rs.io/ingress=true"
 for i in 1 2 3; do
+  ingress=false
+  ((i < 3)) && ingress=true
   k apply -f - <<EOF
 apiVersion: v1
 kind: Node
 metadata:
   name: demo-node-$i
-  labels: {kubernetes.io/hostname: demo-node-$i}
+  labels: {kubernetes.io/hostname: demo-node-$i, node.ccm-rs.io/ingress: "$ingress"}
 spec:
   podCIDR: 10.244.$i.0/24
   podCIDRs: [10.244.$i.0/24]
@@ -106,7 +154,7 @@ initialised() {
   local taints
   taints=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.spec.taints[*].key}{"\n"}{end}')
   ! grep -q 'node.cloudprovider.kubernetes.io/uninitialized' <<<"$taints" &&
-    [[ $(k get nodes -o jsonpath='{range .items[*]}{.spec.providerID}{"\n"}{end}' | grep -c '^fake://') == 3 ]]
+    [[ $(k get nodes -o jsonpath='{range .items[*]}{.spec.providerID}{"\n"}{end}' | grep -c '^local://') == 3 ]]
 }
 table() {
   k get nodes -o custom-columns='NAME:.metadata.name,PROVIDER-ID:.spec.providerID,ZONE:.metadata.labels.topology\.kubernetes\.io/zone,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type,ADDRESSES:.status.addresses[*].address,TAINTS:.spec.taints[*].key'
@@ -127,7 +175,7 @@ watch_nodes() {
   return 1
 }
 table
-admin_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+admin_port=$(free_port)
 step "controller: cloud-controller-manager (log: $work/controller.log; admin on :$admin_port); watching the nodes"
 "$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
   --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
@@ -135,61 +183,124 @@ step "controller: cloud-controller-manager (log: $work/controller.log; admin on 
 pids+=($!)
 
 watch_nodes
-k get nodes -o wide -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type
+k get nodes -o wide -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type,node.ccm-rs.io/ingress
 k get events.events.k8s.io -n default --field-selector reason=Synced -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
 
-step "routes: one cloud route per node pod CIDR (--cluster-cidr=10.244.0.0/16), NetworkUnavailable=False"
-fake_routes() {
-  curl -sf --unix-socket "$work/provider.sock.admin" http://fake/state | python3 -c '
-import json, sys
-for r in json.load(sys.stdin)["routes"]:
-    print("  %s -> %s (%s)" % (r["destination_cidr"], r["target_node"], r["name"]))
-'
-}
-routes_ready() { [[ $(fake_routes | wc -l) == 3 ]]; }
-wait_until "3 routes in the fake cloud" 60 routes_ready
-fake_routes
+step "routes: one per node pod CIDR (--cluster-cidr=10.244.0.0/16) in the kernel's table 100, NetworkUnavailable=False"
+kernel_routes() { ip route show table 100; }
+routes_are() { [[ $(kernel_routes | grep -c '^10\.244\.') == "$1" ]]; }
+wait_until "3 routes in table 100" 60 routes_are 3
+echo "$ ip route show table 100"
+kernel_routes | sed 's/^/  /'
 network_ok() {
   [[ $(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="NetworkUnavailable")].reason}{"\n"}{end}' | grep -c RouteCreated) == 3 ]]
 }
 wait_until "NetworkUnavailable=False/RouteCreated on every node" 60 network_ok
 k get nodes -o custom-columns='NAME:.metadata.name,POD-CIDR:.spec.podCIDR,NETWORK-UNAVAILABLE:.status.conditions[?(@.type=="NetworkUnavailable")].status,REASON:.status.conditions[?(@.type=="NetworkUnavailable")].reason'
 
-step "lifecycle: demo-node-3 is NotReady and its instance is deleted in the cloud"
-curl -sf --unix-socket "$work/provider.sock.admin" -X DELETE http://fake/instances/demo-node-3
-echo
+node_port=30080
+step "backends: each node answers its name on 127.0.1.N:$node_port (standing in for kube-proxy; log: $work/backends.log)"
+python3 - "$node_port" >"$work/backends.log" 2>&1 <<'EOF' &
+import http.server, sys, threading
+port = int(sys.argv[1])
+def serve(i):
+    name = f"demo-node-{i}\n".encode()
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(name)))
+            self.end_headers()
+            self.wfile.write(name)
+        def log_message(self, *args):
+            pass
+    http.server.ThreadingHTTPServer((f"127.0.1.{i}", port), Handler).serve_forever()
+for i in (1, 2, 3):
+    threading.Thread(target=serve, args=(i,), daemon=True).start()
+print("serving", flush=True)
+threading.Event().wait()
+EOF
+pids+=($!)
+wait_until "backends" 30 grep -q serving "$work/backends.log"
+for i in 1 2 3; do echo "  curl 127.0.1.$i:$node_port -> $(curl -s --max-time 2 "http://127.0.1.$i:$node_port/")"; done
+
+step "load balancer: a Service of type LoadBalancer gets a VIP with a real listener"
+k apply -f - <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: demo-web, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: demo-web}
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: $node_port, protocol: TCP}]
+EOF
+lb_ip() { k get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}'; }
+wait_until "demo-web EXTERNAL-IP" 60 bash -c "[[ -n \$('$bin/kubectl' get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}') ]]"
+vip=$(lb_ip)
+k get service demo-web
+k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
+echo "$ ss -ltn (listeners on the VIP)"
+ss -ltn "src $vip" | sed 's/^/  /'
+
+# who_answers N: N requests to the VIP, one connection each; prints the
+# answers sorted and counted.
+who_answers() {
+  for _ in $(seq "$1"); do curl -s --max-time 2 "http://$vip/" || echo "(no answer)"; done | sort | uniq -c | sed 's/^ */  /'
+}
+answered_only_by() {
+  local got want
+  got=$(who_answers 12 | awk '{print $2}' | sort | tr '\n' ' ')
+  want=$(printf '%s\n' "$@" | sort | tr '\n' ' ')
+  [[ $got == "$want" ]]
+}
+echo "$ 12 x curl http://$vip/   (ingress nodes: demo-node-1, demo-node-2)"
+wait_until "answers from exactly demo-node-1 and demo-node-2" 30 answered_only_by demo-node-1 demo-node-2
+who_answers 12
+
+step "relabel: demo-node-2 stops being an ingress node, demo-node-3 becomes one; the load balancer follows"
+k label node demo-node-2 node.ccm-rs.io/ingress=false --overwrite
+k label node demo-node-3 node.ccm-rs.io/ingress=true --overwrite
+wait_until "answers from exactly demo-node-1 and demo-node-3" 60 answered_only_by demo-node-1 demo-node-3
+echo "$ 12 x curl http://$vip/"
+who_answers 12
+k get events.events.k8s.io -n default --field-selector regarding.name=demo-web,reason=UpdatedLoadBalancer -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
+
+step "annotation: lb.local.ccm-rs.io/listener-max-qps=5 limits a burst of 30 concurrent requests"
+metric() { curl -sf "http://127.0.0.1:$provider_metrics/metrics" | awk -v m="$1" 'index($0, m) == 1 {s += $NF} END {print s + 0}'; }
+rate_rejected_before=$(metric 'local_lb_rejected_total{load_balancer="kubernetes-default-demo-web",vip="'"$vip"'",protocol="TCP",port="80",reason="rate"}')
+k annotate service demo-web lb.local.ccm-rs.io/listener-max-qps=5
+limited() { [[ $(seq 30 | xargs -P 30 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 2 "http://$vip/" | grep -c 200) -le 10 ]]; }
+wait_until "the limit applied" 60 limited
+served=$(seq 30 | xargs -P 30 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 2 "http://$vip/" | grep -c 200 || true)
+rate_rejected=$(metric 'local_lb_rejected_total{load_balancer="kubernetes-default-demo-web",vip="'"$vip"'",protocol="TCP",port="80",reason="rate"}')
+echo "  served $served of 30; the provider's local_lb_rejected_total{reason=\"rate\"} went from $rate_rejected_before to $rate_rejected"
+((served <= 10 && rate_rejected > rate_rejected_before))
+k annotate service demo-web lb.local.ccm-rs.io/listener-max-qps-
+
+step "lifecycle: demo-node-3 is NotReady and its instance leaves the inventory"
+inventory 1 2 >"$work/inventory.yaml.new" && mv "$work/inventory.yaml.new" "$work/inventory.yaml"
 wait_until "demo-node-3 deleted" 60 bash -c "! '$bin/kubectl' get node demo-node-3"
 k get nodes
 k get events.events.k8s.io -n default --field-selector reason=DeletingNode -o custom-columns='REASON:.reason,NODE:.regarding.name,NOTE:.note'
-two_routes() { [[ $(fake_routes | wc -l) == 2 ]]; }
-wait_until "demo-node-3's route deleted" 60 two_routes
-echo "routes left in the fake cloud:"
-fake_routes
+wait_until "demo-node-3's route deleted" 60 routes_are 2
+echo "$ ip route show table 100"
+kernel_routes | sed 's/^/  /'
+wait_until "answers only from demo-node-1" 60 answered_only_by demo-node-1
+echo "$ 12 x curl http://$vip/"
+who_answers 12
 
-step "load balancer: a Service of type LoadBalancer gets an EXTERNAL-IP from the fake cloud"
-k create service loadbalancer demo-web --tcp=80:8080
-lb_ip() { k get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}'; }
-wait_until "demo-web EXTERNAL-IP" 60 bash -c "[[ -n \$('$bin/kubectl' get service demo-web -o jsonpath='{.status.loadBalancer.ingress[0].ip}') ]]"
-k get service demo-web
-k get service demo-web -o jsonpath='{range .status.conditions[*]}  condition {.type}={.status} reason={.reason}: {.message}{"\n"}{end}'
-k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
-fake_lbs() {
-  curl -sf --unix-socket "$work/provider.sock.admin" http://fake/state | python3 -c '
-import json, sys
-for lb in json.load(sys.stdin)["load_balancers"]:
-    ports = [p["port"] for p in lb["ports"]]
-    print("  %s ip=%s ports=%s backends=%s" % (lb["name"], lb["ip"], ports, lb["backends"]))
-'
-}
-echo "the fake cloud's load balancers:"
-fake_lbs
-[[ $(fake_lbs | grep -c "ip=$(lb_ip) ") == 1 ]]
+step "provider metrics (http://127.0.0.1:$provider_metrics/metrics, excerpt)"
+curl -sf "http://127.0.0.1:$provider_metrics/metrics" | grep -E '^local_(lb_connections_total|lb_rejected_total\{[^}]*reason="rate"|lb_backend_healthy|routes|load_balancers)' | sed 's/^/  /'
 
-step "load balancer: deleting the Service deletes the cloud load balancer (finalizer service.kubernetes.io/load-balancer-cleanup)"
+step "delete the Service: the listener closes and the VIP is free (finalizer service.kubernetes.io/load-balancer-cleanup)"
 k delete service demo-web --wait=true
-no_lbs() { [[ -z $(fake_lbs) ]]; }
-wait_until "the fake cloud has no load balancer" 60 no_lbs
-echo "the fake cloud's load balancers: $(fake_lbs | wc -l)"
+no_listener() { [[ -z $(ss -Hltn "src $vip") ]]; }
+wait_until "no listener on $vip" 60 no_listener
+echo "$ ss -ltn (listeners on $vip): $(ss -Hltn "src $vip" | wc -l)"
+if curl -s --max-time 2 "http://$vip/" >/dev/null; then
+  echo "demo: $vip still answers" >&2
+  exit 1
+fi
+echo "  curl http://$vip/ -> connection refused"
 k get events.events.k8s.io -n default --field-selector regarding.name=demo-web -o custom-columns='REASON:.reason,SERVICE:.regarding.name,NOTE:.note'
 
 step "operations: leader Lease, health and metrics on the admin port"
@@ -206,6 +317,7 @@ grep -q '^running_managed_controllers{name="service",manager="cloud-controller-m
 
 step "demo passed"
 if [[ ${DEMO_HOLD:-} == 1 ]]; then
-  echo "Holding; Ctrl-C stops everything. Try:  export KUBECONFIG=$KUBECONFIG; $bin/kubectl get nodes"
+  echo "Holding; Ctrl-C stops everything. Everything runs in a private network namespace; from another terminal:"
+  echo "  nsenter -t $$ -U -n --preserve-credentials env KUBECONFIG=$KUBECONFIG $bin/kubectl get nodes"
   wait
 fi

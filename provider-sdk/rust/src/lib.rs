@@ -106,6 +106,8 @@ pub mod paginate;
 pub mod provider;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+pub mod state_file;
 pub mod validate;
 
 /// The generated contract types (`ccmrs.cloudprovider.v1`).

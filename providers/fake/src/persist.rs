@@ -9,9 +9,9 @@
 //!            "load_balancers": [...], "routes": [...], "leaders": [...]}}
 //! ```
 
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use ccm_provider_sdk::state_file::write_atomically;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,27 +104,6 @@ fn parse(bytes: &[u8]) -> Result<Persisted, String> {
     let envelope: Envelope =
         serde_json::from_value(value).map_err(|e| format!("invalid contents: {e}"))?;
     Ok(envelope.cloud)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
-    // The rename itself must reach the disk too.
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

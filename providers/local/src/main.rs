@@ -1,1 +1,212 @@
-fn main() {}
+//! `local-provider`: the local cloud as a provider process. Serves until
+//! SIGTERM or SIGINT, then closes every listener (the state file keeps the
+//! load balancers, so a restart serves them on the same addresses).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use ccm_local_provider::inventory::Inventory;
+use ccm_local_provider::vip::VipRange;
+use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
+use clap::{Parser, ValueEnum};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// A cloud provider for ccm-rs whose cloud is this machine: instances from
+/// an inventory file, load balancers as L4 proxies on local addresses,
+/// routes in a kernel routing table.
+#[derive(Debug, Parser)]
+#[command(name = "local-provider", version)]
+struct Args {
+    /// The provider socket, `unix:///absolute/path`.
+    #[arg(long, env = "CLOUD_PROVIDER_ENDPOINT", default_value = ccm_provider_sdk::DEFAULT_ENDPOINT)]
+    endpoint: String,
+    /// The inventory (YAML): one entry per machine; see docs/providers/local.md.
+    #[arg(long)]
+    inventory: PathBuf,
+    /// How often the inventory is re-read.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    inventory_poll_interval: Duration,
+    /// Keep load balancers, addresses and routes in this JSON file so a
+    /// restart serves the same ones. Without it they live in memory only.
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// The addresses load balancers get (local to this machine; any 127.x
+    /// range is bindable without privileges).
+    #[arg(long, default_value = "127.200.0.0/24")]
+    vip_range: VipRange,
+    /// Load balancer names; ${CLUSTER_ID}, ${NAMESPACE}, ${SERVICE_NAME} and
+    /// ${SERVICE_UID} are replaced.
+    #[arg(long, default_value = ccm_local_provider::load_balancers::DEFAULT_NAME_TEMPLATE)]
+    lb_name_template: String,
+    /// Only Nodes with this label (`key` or `key=value`) receive load
+    /// balancer traffic; unset, every Node the controller sends does.
+    #[arg(long)]
+    ingress_node_selector: Option<LabelSelector>,
+    /// Program routes into this kernel routing table (needs CAP_NET_ADMIN,
+    /// for example inside `unshare -rn`); unset, routes are not offered.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    route_table: Option<u32>,
+    /// Serve /metrics and /healthz on this address (e.g. 127.0.0.1:9102).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Permission bits of the socket, in octal.
+    #[arg(long, default_value = "600", value_parser = parse_octal)]
+    socket_mode: u32,
+    #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
+    log_format: LogFormat,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode such as 600"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration such as 1s"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!("{s:?} is not a duration such as 1s or 500ms")),
+    }
+    .and_then(|d| {
+        if d.is_zero() {
+            Err("the interval must be positive".to_owned())
+        } else {
+            Ok(d)
+        }
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Whether this process may change routing tables (CAP_NET_ADMIN, bit 12
+/// of CapEff), so a missing privilege fails at start with the fix instead
+/// of at every CreateRoute.
+fn has_net_admin() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0)
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+    }
+    Ok(())
+}
+
+fn stopped(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    if args.route_table.is_some() && !has_net_admin() {
+        anyhow::bail!(
+            "--route-table needs CAP_NET_ADMIN: run inside a network namespace of your own (`unshare -rn`), or grant the capability; without --route-table no routes are offered"
+        );
+    }
+    let inventory = Inventory::open(&args.inventory)?;
+    let config = Config {
+        vips: args.vip_range,
+        name_template: args.lb_name_template.clone(),
+        ingress_selector: args.ingress_node_selector.clone(),
+        route_table: args.route_table,
+        state_file: args.state_file.clone(),
+    };
+    let cloud = LocalCloud::start(config, inventory.clone())
+        .await
+        .context("starting the local cloud")?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let (inventory, stop) = (inventory.clone(), stopped(&stop_rx));
+        let period = args.inventory_poll_interval;
+        tasks.spawn(async move {
+            inventory.follow(period, stop).await;
+            Ok(())
+        });
+    }
+    if let Some(addr) = args.metrics_listen {
+        let (cloud, stop) = (cloud.clone(), stopped(&stop_rx));
+        tasks.spawn(async move {
+            metrics::serve(cloud, addr, stop)
+                .await
+                .with_context(|| format!("metrics listener {addr}"))
+        });
+    }
+    {
+        let (server, stop) = (
+            cloud.server().socket_mode(args.socket_mode),
+            stopped(&stop_rx),
+        );
+        let endpoint = args.endpoint.clone();
+        tasks.spawn(async move {
+            server
+                .serve(&endpoint, stop)
+                .await
+                .with_context(|| format!("provider endpoint {endpoint}"))
+        });
+    }
+
+    let mut result = Ok(());
+    tokio::select! {
+        r = signal() => r?,
+        Some(joined) = tasks.join_next() => {
+            result = joined.context("a task panicked").and_then(|r| r);
+            if result.is_ok() {
+                result = Err(anyhow::anyhow!("a server stopped unexpectedly"));
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    while let Some(joined) = tasks.join_next().await {
+        let r = joined.context("a task panicked").and_then(|r| r);
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    cloud.shutdown().await;
+    result
+}

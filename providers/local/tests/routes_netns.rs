@@ -10,7 +10,7 @@
 use std::net::IpAddr;
 use std::process::Command;
 
-use ccm_local_provider::routes::{KernelRoute, KernelRoutes, ROUTE_PROTOCOL, RouteError};
+use ccm_local_provider::netlink::{KernelRoute, KernelRoutes, ROUTE_PROTOCOL, RouteError};
 
 const IN_NETNS: &str = "CCM_LOCAL_IN_NETNS";
 

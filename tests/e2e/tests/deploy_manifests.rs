@@ -83,7 +83,7 @@ fn file(path: &str) -> Value {
 /// The pod settings production needs, on the rendered Deployment.
 fn check_deployment(d: &Value) {
     let spec = &d["spec"];
-    assert_eq!(spec["replicas"], 2);
+    assert!(spec["replicas"] == 2 || spec["replicas"] == 1);
     let pod = &spec["template"]["spec"];
     assert_eq!(pod["hostNetwork"], true);
     assert_eq!(pod["priorityClassName"], "system-cluster-critical");
@@ -165,30 +165,80 @@ fn check_rbac(docs: &[Value]) {
     );
 }
 
-#[test]
-fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
+/// `kubectl kustomize deploy/overlays/<overlay>`, checked and dry-run
+/// applied; the provider container for further checks.
+fn overlay(name: &str, applied_too: &[&str]) -> serde_yaml::Value {
     let rendered = run(
         Command::new(tool("kubectl"))
-            .args(["kustomize", "deploy/overlays/fake"])
+            .args(["kustomize", &format!("deploy/overlays/{name}")])
             .current_dir(repo()),
         None,
     );
     let docs = docs(&rendered);
     check_deployment(find(&docs, "Deployment"));
     check_rbac(&docs);
-    let provider = &find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][1];
-    assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
     let applied = server_dry_run(&rendered);
     for what in [
         "deployment.apps/cloud-controller-manager",
         "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager",
         "serviceaccount/cloud-controller-manager",
-    ] {
+    ]
+    .iter()
+    .chain(applied_too)
+    {
         assert!(
             applied.contains(&format!("{what} serverside-applied (server dry run)")),
             "{applied}"
         );
     }
+    let deployment = find(&docs, "Deployment");
+    let mut provider = deployment["spec"]["template"]["spec"]["containers"][1].clone();
+    // The pod's volumes beside the container, for checks of its mounts.
+    provider["podVolumes"] = deployment["spec"]["template"]["spec"]["volumes"].clone();
+    provider["replicas"] = deployment["spec"]["replicas"].clone();
+    provider
+}
+
+#[test]
+fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
+    let provider = overlay("fake", &[]);
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+}
+
+#[test]
+fn local_overlay_mounts_the_inventory_and_keeps_state() {
+    let provider = overlay("local", &["configmap/local-provider-inventory"]);
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/local-provider:0.1.0");
+    assert_eq!(provider["replicas"], 1, "the data path lives in one pod");
+    let args: Vec<&str> = provider["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for want in [
+        "--inventory=/etc/local-provider/inventory.yaml",
+        "--state-file=/var/lib/local-provider/state.json",
+    ] {
+        assert!(args.contains(&want), "{args:?}");
+    }
+    let mounts: Vec<&str> = provider["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert!(
+        mounts.contains(&"/etc/local-provider") && mounts.contains(&"/var/lib/local-provider"),
+        "{mounts:?}"
+    );
+    let inventory = provider["podVolumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "inventory")
+        .expect("an inventory volume");
+    assert_eq!(inventory["configMap"]["name"], "local-provider-inventory");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::{built_binary, unique_name};
@@ -19,63 +19,6 @@ use kube::api::{DeleteParams, PostParams};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A provider process, killed when dropped.
-struct Provider {
-    child: Child,
-    log: PathBuf,
-    endpoint: String,
-    _dir: tempfile::TempDir,
-    /// Files it needs (its binary, its configuration), if any.
-    _files: Option<tempfile::TempDir>,
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Provider {
-    fn spawn(program: &Path, args: &[String], env: &[(&str, PathBuf)]) -> Provider {
-        let dir = tempfile::tempdir().unwrap();
-        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
-        let log = dir.path().join("provider.log");
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .arg(format!("--endpoint={endpoint}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Provider {
-            child: cmd.spawn().unwrap(),
-            log,
-            endpoint,
-            _dir: dir,
-            _files: None,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn wait_ready(&self) {
-        let client =
-            ProviderClient::connect_lazy(&self.endpoint, ClientOptions::default()).unwrap();
-        eventually("the provider to answer its handshake", || async {
-            client
-                .handshake()
-                .await
-                .map(|_| ())
-                .map_err(|e| format!("{e}; log:\n{}", self.log()))
-        })
-        .await;
-    }
 }
 
 /// The Python in-memory example on the Python SDK, in the venv

@@ -4,6 +4,10 @@
 #![allow(dead_code, unused_imports)] // each test binary uses a different part
 
 use ccm_fake_provider::{FakeCloud, FakeConfig};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::TestEnv;
 use clap::Parser;
 use cloud_controller_manager::config::Options;
@@ -315,4 +319,107 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A provider process on a socket of its own, killed when dropped.
+pub struct Provider {
+    pub child: Child,
+    pub log: PathBuf,
+    pub endpoint: String,
+    pub _dir: tempfile::TempDir,
+    /// Files it needs (its binary, its configuration), if any.
+    pub _files: Option<tempfile::TempDir>,
+    /// How it was started, to start it again.
+    command: Vec<std::ffi::OsString>,
+    env: Vec<(String, PathBuf)>,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Provider {
+    /// `program args --endpoint=unix://<fresh dir>/provider.sock`.
+    pub fn spawn(program: &Path, args: &[String], env: &[(&str, PathBuf)]) -> Provider {
+        Self::spawn_wrapped(&[], program, args, env)
+    }
+
+    /// As [`Provider::spawn`], started through `wrapper` (for example
+    /// `unshare -rn sh -c '…; exec "$0" "$@"'`), which execs into the
+    /// provider.
+    pub fn spawn_wrapped(
+        wrapper: &[&str],
+        program: &Path,
+        args: &[String],
+        env: &[(&str, PathBuf)],
+    ) -> Provider {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unix://{}/provider.sock", dir.path().display());
+        let log = dir.path().join("provider.log");
+        let mut command: Vec<std::ffi::OsString> = wrapper.iter().map(|w| w.into()).collect();
+        command.push(program.into());
+        command.extend(args.iter().map(|a| a.into()));
+        command.push(format!("--endpoint={endpoint}").into());
+        let env: Vec<(String, PathBuf)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let child = Self::start(&command, &env, &log);
+        Provider {
+            child,
+            log,
+            endpoint,
+            _dir: dir,
+            _files: None,
+            command,
+            env,
+        }
+    }
+
+    fn start(command: &[std::ffi::OsString], env: &[(String, PathBuf)], log: &Path) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let mut cmd = Command::new(&command[0]);
+        cmd.args(&command[1..]).stdout(Stdio::null()).stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    /// SIGTERM, and waits until it has exited.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again as before, on the same socket (its log goes on).
+    pub fn start_again(&mut self) {
+        self.child = Self::start(&self.command, &self.env, &self.log);
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub async fn wait_ready(&self) {
+        let client =
+            ProviderClient::connect_lazy(&self.endpoint, ClientOptions::default()).unwrap();
+        eventually("the provider to answer its handshake", || async {
+            client
+                .handshake()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e}; log:\n{}", self.log()))
+        })
+        .await;
+    }
 }

@@ -1,0 +1,224 @@
+//! What the provider keeps across restarts (`--state-file`): every load
+//! balancer's configuration and address, every route, and the newest
+//! fencing token per cluster, as JSON in a versioned envelope, rewritten
+//! atomically after every change. A file this provider did not write is
+//! refused at start, never taken for an empty cloud (which would leak every
+//! address and listener it described).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ccm_provider_sdk::state_file::write_atomically;
+use serde::{Deserialize, Serialize};
+
+/// The `format` every state file carries.
+pub const FORMAT: &str = "ccm-local-provider-state";
+/// The envelope version this provider writes and reads.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+#[error("state file {path}: {reason}")]
+pub struct StateError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// A load balancer as configured, enough to start its proxy again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LbRecord {
+    pub cluster: String,
+    pub uid: String,
+    pub namespace: String,
+    pub service: String,
+    pub name: String,
+    pub vip: IpAddr,
+    pub listeners: Vec<ListenerRecord>,
+    pub backends: Vec<BackendRecord>,
+    /// CIDRs; empty allows every client.
+    pub source_ranges: Vec<String>,
+    /// ClientIP affinity's timeout; `None` is no affinity.
+    pub affinity_timeout_seconds: Option<u32>,
+    /// The Service's healthCheckNodePort; `None` checks with a TCP connect.
+    pub health_check_node_port: Option<u16>,
+    pub max_qps: Option<u32>,
+    pub idle_timeout_ms: u64,
+    pub health_interval_ms: u64,
+    pub health_timeout_ms: u64,
+    pub unhealthy_threshold: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerRecord {
+    /// "TCP" or "UDP".
+    pub protocol: Protocol,
+    pub port: u16,
+    pub node_port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendRecord {
+    pub node: String,
+    pub ip: IpAddr,
+}
+
+/// A route as programmed into the kernel table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRecord {
+    pub cluster: String,
+    pub name: String,
+    pub destination: String,
+    pub target_node: String,
+    pub gateway: IpAddr,
+}
+
+/// The newest fencing token seen for a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderRecord {
+    pub cluster: String,
+    pub term: u64,
+    pub holder: String,
+}
+
+/// Everything kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Saved {
+    pub load_balancers: Vec<LbRecord>,
+    pub routes: Vec<RouteRecord>,
+    pub leaders: Vec<LeaderRecord>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    format: String,
+    version: u32,
+    state: Saved,
+}
+
+/// Where the state is kept; `None` keeps it in memory only.
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    path: Option<PathBuf>,
+}
+
+impl StateFile {
+    pub fn new(path: Option<PathBuf>) -> StateFile {
+        StateFile { path }
+    }
+
+    fn error(&self, reason: impl std::fmt::Display) -> StateError {
+        StateError {
+            path: self
+                .path
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string()),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// What the file holds; nothing when there is no file yet (which is
+    /// then written at once, so an unusable path fails at start).
+    pub fn load(&self) -> Result<Saved, StateError> {
+        let Some(path) = &self.path else {
+            return Ok(Saved::default());
+        };
+        match std::fs::read(path) {
+            Ok(bytes) => parse(&bytes).map_err(|e| self.error(e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.save(&Saved::default())?;
+                Ok(Saved::default())
+            }
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    pub fn save(&self, saved: &Saved) -> Result<(), StateError> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let envelope = Envelope {
+            format: FORMAT.to_owned(),
+            version: VERSION,
+            state: saved.clone(),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&envelope).map_err(|e| self.error(e))?;
+        bytes.push(b'\n');
+        write_atomically(path, &bytes).map_err(|e| self.error(e))
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<Saved, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        return Err(format!(
+            "not a local-provider state file (no \"format\": {FORMAT:?})"
+        ));
+    }
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "version {v} is not supported (this provider reads {VERSION})"
+            ));
+        }
+        None => return Err("\"version\" is missing or not a number".to_owned()),
+    }
+    let envelope: Envelope =
+        serde_json::from_value(value).map_err(|e| format!("invalid contents: {e}"))?;
+    Ok(envelope.state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_what_it_did_not_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(Some(dir.path().join("state.json")));
+        assert_eq!(file.load().unwrap(), Saved::default());
+        let saved = Saved {
+            routes: vec![RouteRecord {
+                cluster: "c".into(),
+                name: "r".into(),
+                destination: "10.244.1.0/24".into(),
+                target_node: "n1".into(),
+                gateway: "127.0.1.1".parse().unwrap(),
+            }],
+            ..Saved::default()
+        };
+        file.save(&saved).unwrap();
+        assert_eq!(file.load().unwrap(), saved);
+        for (bytes, want) in [
+            (&b"{"[..], "not JSON"),
+            (b"{\"format\": \"x\"}", "not a local-provider state file"),
+            (
+                b"{\"format\": \"ccm-local-provider-state\", \"version\": 9}",
+                "version 9",
+            ),
+            (
+                b"{\"format\": \"ccm-local-provider-state\", \"version\": 1, \"state\": {}}",
+                "invalid contents",
+            ),
+        ] {
+            std::fs::write(dir.path().join("state.json"), bytes).unwrap();
+            let err = file.load().unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+}
