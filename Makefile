@@ -20,8 +20,8 @@ tools-bin: ## Build (or reuse from cache) helm, for the chart test.
 	@hack/build-helm.sh
 
 .PHONY: demo
-demo: testenv-bin ## The main job: control plane + fake provider + controller; nodes get initialised.
-	$(CARGO) build --locked -p cloud-controller-manager -p ccm-fake-provider
+demo: testenv-bin ## The main job: control plane + local provider + controller in a private network namespace; nodes initialised, a load balancer serving.
+	$(CARGO) build --locked -p cloud-controller-manager -p ccm-local-provider
 	hack/demo.sh
 
 .PHONY: testenv
@@ -42,6 +42,7 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 	$(CARGO) test --workspace --locked --no-fail-fast --exclude ccm-chaos
 	CHAOS_SCALE=1 $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory conformance-local
 	$(MAKE) --no-print-directory python-sdk
 	$(MAKE) --no-print-directory conformance-python
 	$(MAKE) --no-print-directory go-sdk
@@ -71,6 +72,11 @@ conformance: ## The provider-conformance CLI against the fake-provider binary.
 	$(CARGO) build --locked -p ccm-fake-provider -p ccm-provider-conformance
 	hack/conformance.sh
 
+.PHONY: conformance-local
+conformance-local: ## The provider-conformance CLI against the local provider (in a network namespace of its own, routes included).
+	$(CARGO) build --locked -p ccm-local-provider -p ccm-provider-conformance
+	hack/conformance-local.sh
+
 .PHONY: python-sdk
 python-sdk: ## Python provider SDK: stubs up to date, ruff check + format, pytest (cached venv).
 	hack/python-sdk.sh
@@ -89,9 +95,10 @@ conformance-go: ## The provider-conformance CLI against the Go example (fake.Clo
 	hack/conformance-go.sh
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
 	$(CARGO) bench --locked -p ccm-e2e --bench lb_services
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
 	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss
+	$(CARGO) bench --locked -p ccm-local-provider --bench proxy

@@ -266,13 +266,18 @@ k get events.events.k8s.io -n default --field-selector regarding.name=demo-web,r
 
 step "annotation: lb.local.ccm-rs.io/listener-max-qps=5 limits a burst of 30 concurrent requests"
 metric() { curl -sf "http://127.0.0.1:$provider_metrics/metrics" | awk -v m="$1" 'index($0, m) == 1 {s += $NF} END {print s + 0}'; }
-rate_rejected_before=$(metric 'local_lb_rejected_total{load_balancer="kubernetes-default-demo-web",vip="'"$vip"'",protocol="TCP",port="80",reason="rate"}')
+rate_metric='local_lb_rejected_total{load_balancer="kubernetes-default-demo-web",vip="'"$vip"'",protocol="TCP",port="80",reason="rate"}'
+# burst: 30 requests at once; writes how many were served to $work/served.
+burst() { seq 30 | xargs -P 30 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 2 "http://$vip/" | grep -c 200 >"$work/served" || true; }
+burst
+echo "  without the annotation: served $(cat "$work/served") of 30"
+rate_rejected_before=$(metric "$rate_metric")
 k annotate service demo-web lb.local.ccm-rs.io/listener-max-qps=5
-limited() { [[ $(seq 30 | xargs -P 30 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 2 "http://$vip/" | grep -c 200) -le 10 ]]; }
+limited() { burst; (($(cat "$work/served") <= 10)); }
 wait_until "the limit applied" 60 limited
-served=$(seq 30 | xargs -P 30 -I{} curl -s -o /dev/null -w '%{http_code}\n' --max-time 2 "http://$vip/" | grep -c 200 || true)
-rate_rejected=$(metric 'local_lb_rejected_total{load_balancer="kubernetes-default-demo-web",vip="'"$vip"'",protocol="TCP",port="80",reason="rate"}')
-echo "  served $served of 30; the provider's local_lb_rejected_total{reason=\"rate\"} went from $rate_rejected_before to $rate_rejected"
+served=$(cat "$work/served")
+rate_rejected=$(metric "$rate_metric")
+echo "  with listener-max-qps=5: served $served of 30; the provider's local_lb_rejected_total{reason=\"rate\"} went from $rate_rejected_before to $rate_rejected"
 ((served <= 10 && rate_rejected > rate_rejected_before))
 k annotate service demo-web lb.local.ccm-rs.io/listener-max-qps-
 

@@ -393,12 +393,21 @@ impl Provider {
         cmd.spawn().unwrap()
     }
 
-    /// SIGTERM, and waits until it has exited.
-    pub fn stop(&mut self) {
+    /// SIGTERM, and waits (without blocking the runtime, which may run
+    /// the controller the provider is draining) until it has exited.
+    pub async fn stop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let _ = self.child.wait();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the provider did not exit within 30s of SIGTERM; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// Starts it again as before, on the same socket (its log goes on).
