@@ -280,3 +280,60 @@ fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
         "{applied}"
     );
 }
+
+#[test]
+fn helm_values_for_the_local_provider_mount_its_inventory_and_state() {
+    let rendered = run(
+        Command::new(tool("helm"))
+            .args([
+                "template",
+                "ccm",
+                "deploy/helm/ccm-rs",
+                "--namespace=kube-system",
+                "--values=deploy/helm/ccm-rs/values-local.yaml",
+            ])
+            .current_dir(repo()),
+        None,
+    );
+    let docs = docs(&rendered);
+    let deployment = find(&docs, "Deployment");
+    check_deployment(deployment);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let provider = &pod["containers"][1];
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/local-provider:0.1.0");
+    let mounts: Vec<&str> = provider["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            "/var/run/cloud-provider",
+            "/etc/local-provider",
+            "/var/lib/local-provider"
+        ]
+    );
+    let controller_mounts = pod["containers"][0]["volumeMounts"].as_sequence().unwrap();
+    assert_eq!(
+        controller_mounts.len(),
+        1,
+        "the controller sees only the socket"
+    );
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(volumes, ["provider-socket", "inventory", "provider-state"]);
+    let applied = server_dry_run(&rendered);
+    assert!(
+        applied.contains(
+            "deployment.apps/cloud-controller-manager serverside-applied (server dry run)"
+        ),
+        "{applied}"
+    );
+}
