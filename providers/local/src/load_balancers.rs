@@ -441,7 +441,212 @@ impl LoadBalancers for LocalCloud {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use ccm_provider_sdk::proto::{NodeAddress, NodeAddressType, Protocol as P, ServicePort};
+    use ccm_provider_sdk::{FencingToken, LbOutcome};
+
     use super::*;
+    use crate::cloud::{Config, LabelSelector};
+    use crate::inventory::{Inventory, Machines};
+
+    /// A cloud whose VIPs come from `range` (each test its own, so tests can
+    /// run in parallel), with ingress nodes labelled `ingress=yes`.
+    async fn cloud(range: &str) -> LocalCloud {
+        let config = Config {
+            vips: range.parse().unwrap(),
+            ingress_selector: Some("ingress=yes".parse::<LabelSelector>().unwrap()),
+            ..Config::default()
+        };
+        let machines = Machines::parse(
+            "instances: [{node: from-inventory, addresses: [{type: InternalIP, address: 127.0.6.9}]}]",
+        )
+        .unwrap();
+        LocalCloud::start(config, Inventory::fixed(machines))
+            .await
+            .unwrap()
+    }
+
+    fn node(name: &str, ip: Option<&str>, ingress: bool) -> NodeRef {
+        NodeRef {
+            name: name.into(),
+            addresses: ip
+                .map(|ip| NodeAddress {
+                    r#type: NodeAddressType::InternalIp as i32,
+                    address: ip.into(),
+                })
+                .into_iter()
+                .collect(),
+            labels: if ingress {
+                HashMap::from([("ingress".to_owned(), "yes".to_owned())])
+            } else {
+                HashMap::new()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn lb_svc(name: &str, uid: &str) -> Service {
+        Service {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: uid.into(),
+            ports: vec![ServicePort {
+                protocol: P::Tcp as i32,
+                port: 8080,
+                node_port: 30080,
+                ..Default::default()
+            }],
+            external_traffic_policy: TrafficPolicy::Cluster as i32,
+            session_affinity: SessionAffinity::None as i32,
+            ..Default::default()
+        }
+    }
+
+    fn ctx(term: Option<u64>) -> CallContext {
+        CallContext {
+            fencing_token: term.map(|t| FencingToken::new(t, "holder")),
+            ..Default::default()
+        }
+    }
+
+    fn vip(answer: LbAnswer<LoadBalancerStatus>) -> String {
+        match answer.outcome {
+            LbOutcome::Done(s) => s.ingress[0].ip.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_service_decides_backends_health_checks_and_affinity() {
+        let c = cloud("127.203.0.0/24").await;
+        let mut s = lb_svc("web", "u1");
+        s.external_traffic_policy = TrafficPolicy::Local as i32;
+        s.health_check_node_port = 31000;
+        s.session_affinity = SessionAffinity::ClientIp as i32;
+        let nodes = [
+            node("a", Some("127.0.6.1"), true),
+            node("b", Some("127.0.6.2"), false),
+            node("from-inventory", None, true),
+            node("nowhere", None, true),
+        ];
+        let (lb, warnings) = c.desired("c", &s, &nodes).unwrap();
+        let backends: Vec<(&str, String)> = lb
+            .backends
+            .iter()
+            .map(|b| (b.node.as_str(), b.ip.to_string()))
+            .collect();
+        assert_eq!(
+            backends,
+            [
+                ("a", "127.0.6.1".to_owned()),
+                ("from-inventory", "127.0.6.9".to_owned())
+            ],
+            "only ingress nodes, at their InternalIP or the inventory's"
+        );
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].reason, "BackendWithoutAddress");
+        assert!(warnings[0].message.contains("nowhere"));
+        assert_eq!(lb.health_check_node_port, Some(31000));
+        assert_eq!(lb.affinity_timeout_seconds, Some(10_800));
+        assert_eq!(lb.name, "c-ns-web");
+
+        s.external_traffic_policy = TrafficPolicy::Cluster as i32;
+        s.session_affinity_timeout_seconds = Some(60);
+        let (lb, _) = c.desired("c", &s, &nodes).unwrap();
+        assert_eq!(
+            lb.health_check_node_port, None,
+            "Cluster: TCP checks on the nodePort"
+        );
+        assert_eq!(lb.affinity_timeout_seconds, Some(60));
+
+        let (_, warnings) = c
+            .desired("c", &s, &[node("b", Some("127.0.6.2"), false)])
+            .unwrap();
+        assert_eq!(warnings[0].reason, "NoIngressNodes");
+    }
+
+    #[tokio::test]
+    async fn what_it_cannot_serve_is_refused_naming_the_field() {
+        let c = cloud("127.203.1.0/24").await;
+        let mut sctp = lb_svc("web", "u1");
+        sctp.ports[0].protocol = P::Sctp as i32;
+        let err = c.desired("c", &sctp, &[]).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().contains("spec.ports[0].protocol"),
+            "{}",
+            err.message()
+        );
+        let mut no_node_port = lb_svc("web", "u1");
+        no_node_port.ports[0].node_port = 0;
+        let err = c.desired("c", &no_node_port, &[]).unwrap_err();
+        assert!(
+            err.message().contains("spec.ports[0].nodePort"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[tokio::test]
+    async fn names_held_by_an_older_uid_are_refused_and_addresses_kept() {
+        let c = cloud("127.203.2.0/24").await;
+        let nodes = [node("a", Some("127.0.6.1"), true)];
+        let first = c
+            .ensure(&ctx(None), "c", &lb_svc("web", "u1"), &nodes, true)
+            .await
+            .unwrap();
+        assert_eq!(vip(first.clone()), "127.203.2.1");
+        // Same Service again: same address, nothing restarted.
+        let again = c
+            .ensure(&ctx(None), "c", &lb_svc("web", "u1"), &nodes, true)
+            .await
+            .unwrap();
+        assert_eq!(vip(again), "127.203.2.1");
+        // A new Service of the same name while the old load balancer exists.
+        let err = c
+            .ensure(&ctx(None), "c", &lb_svc("web", "u2"), &nodes, true)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::AlreadyExists);
+        assert!(err.message().contains("uid u1"), "{}", err.message());
+        // Update never creates.
+        let err = c
+            .update_load_balancer(ctx(None), "c".into(), lb_svc("other", "u3"), nodes.to_vec())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::NotFound);
+        c.ensure_load_balancer_deleted(ctx(None), "c".into(), lb_svc("web", "u1"))
+            .await
+            .unwrap();
+        // A Service whose status names a free address of the range gets it.
+        let mut wants = lb_svc("web", "u2");
+        wants.status = Some(status("127.203.2.7".parse().unwrap()));
+        let answer = c
+            .ensure(&ctx(None), "c", &wants, &nodes, true)
+            .await
+            .unwrap();
+        assert_eq!(vip(answer), "127.203.2.7");
+        c.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_superseded_leader_changes_nothing() {
+        let c = cloud("127.203.3.0/24").await;
+        let nodes = [node("a", Some("127.0.6.1"), true)];
+        c.ensure(&ctx(Some(5)), "c", &lb_svc("web", "u1"), &nodes, true)
+            .await
+            .unwrap();
+        let err = c
+            .ensure_load_balancer_deleted(ctx(Some(4)), "c".into(), lb_svc("web", "u1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(err.newest_leader().map(|t| t.term), Some(5));
+        let listed = c.list_load_balancers(ctx(None), "c".into()).await.unwrap();
+        assert_eq!(listed.len(), 1, "the load balancer is still there");
+        c.shutdown().await;
+    }
 
     fn svc(ns: &str, name: &str) -> Service {
         Service {
