@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use ccm_fake_provider::{FakeCloud, FakeConfig, admin, read_instances_file};
+use ccm_provider_sdk::server::Supervisor;
 use clap::{Parser, ValueEnum};
-use tokio::sync::watch;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
@@ -122,26 +122,6 @@ fn config(args: &Args) -> anyhow::Result<FakeConfig> {
     Ok(config)
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-async fn signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: draining"),
-        _ = int.recv() => tracing::info!("SIGINT: draining"),
-    }
-    Ok(())
-}
-
-/// A future that completes once shutdown has been requested.
-fn stopped(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
-    let mut rx = rx.clone();
-    async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -158,19 +138,18 @@ async fn main() -> anyhow::Result<()> {
         }
     };
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut servers = Supervisor::<anyhow::Error>::new();
     if let Some(path) = admin_socket {
-        let (fake, stop, mode) = (fake.clone(), stopped(&stop_rx), args.socket_mode);
-        tasks.spawn(async move {
+        let (fake, stop, mode) = (fake.clone(), servers.stopped(), args.socket_mode);
+        servers.spawn(async move {
             admin::serve_unix(fake, path.clone(), mode, stop)
                 .await
                 .with_context(|| format!("admin socket {}", path.display()))
         });
     }
     if let Some(addr) = args.admin_listen {
-        let (fake, stop) = (fake.clone(), stopped(&stop_rx));
-        tasks.spawn(async move {
+        let (fake, stop) = (fake.clone(), servers.stopped());
+        servers.spawn(async move {
             admin::serve_tcp(fake, addr, stop)
                 .await
                 .with_context(|| format!("admin listener {addr}"))
@@ -179,35 +158,20 @@ async fn main() -> anyhow::Result<()> {
     {
         let (server, stop) = (
             fake.server().socket_mode(args.socket_mode),
-            stopped(&stop_rx),
+            servers.stopped(),
         );
         let endpoint = args.endpoint.clone();
-        tasks.spawn(async move {
+        servers.spawn(async move {
             server
                 .serve(&endpoint, stop)
                 .await
                 .with_context(|| format!("provider endpoint {endpoint}"))
         });
     }
-
     // Stop everything on a signal, or as soon as any server fails, so a
     // half-running fake never lingers.
-    let mut result = Ok(());
-    tokio::select! {
-        r = signal() => r?,
-        Some(joined) = tasks.join_next() => {
-            result = joined.context("server task panicked").and_then(|r| r);
-            if result.is_ok() {
-                result = Err(anyhow::anyhow!("a server stopped unexpectedly"));
-            }
-        }
-    }
-    let _ = stop_tx.send(true);
-    while let Some(joined) = tasks.join_next().await {
-        let r = joined.context("server task panicked").and_then(|r| r);
-        if result.is_ok() {
-            result = r;
-        }
-    }
-    result
+    servers
+        .run()
+        .await
+        .map_err(|e| e.into_error(|m| anyhow::anyhow!(m)))
 }

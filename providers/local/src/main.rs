@@ -10,8 +10,8 @@ use anyhow::Context;
 use ccm_local_provider::inventory::Inventory;
 use ccm_local_provider::vip::VipRange;
 use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
+use ccm_provider_sdk::server::Supervisor;
 use clap::{Parser, ValueEnum};
-use tokio::sync::watch;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
@@ -118,25 +118,6 @@ fn has_net_admin() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0)
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-async fn signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping"),
-    }
-    Ok(())
-}
-
-fn stopped(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
-    let mut rx = rx.clone();
-    async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -158,19 +139,18 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("starting the local cloud")?;
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut servers = Supervisor::<anyhow::Error>::new();
     {
-        let (inventory, stop) = (inventory.clone(), stopped(&stop_rx));
+        let (inventory, stop) = (inventory.clone(), servers.stopped());
         let period = args.inventory_poll_interval;
-        tasks.spawn(async move {
+        servers.spawn(async move {
             inventory.follow(period, stop).await;
             Ok(())
         });
     }
     if let Some(addr) = args.metrics_listen {
-        let (cloud, stop) = (cloud.clone(), stopped(&stop_rx));
-        tasks.spawn(async move {
+        let (cloud, stop) = (cloud.clone(), servers.stopped());
+        servers.spawn(async move {
             metrics::serve(cloud, addr, stop)
                 .await
                 .with_context(|| format!("metrics listener {addr}"))
@@ -179,34 +159,17 @@ async fn main() -> anyhow::Result<()> {
     {
         let (server, stop) = (
             cloud.server().socket_mode(args.socket_mode),
-            stopped(&stop_rx),
+            servers.stopped(),
         );
         let endpoint = args.endpoint.clone();
-        tasks.spawn(async move {
+        servers.spawn(async move {
             server
                 .serve(&endpoint, stop)
                 .await
                 .with_context(|| format!("provider endpoint {endpoint}"))
         });
     }
-
-    let mut result = Ok(());
-    tokio::select! {
-        r = signal() => r?,
-        Some(joined) = tasks.join_next() => {
-            result = joined.context("a task panicked").and_then(|r| r);
-            if result.is_ok() {
-                result = Err(anyhow::anyhow!("a server stopped unexpectedly"));
-            }
-        }
-    }
-    let _ = stop_tx.send(true);
-    while let Some(joined) = tasks.join_next().await {
-        let r = joined.context("a task panicked").and_then(|r| r);
-        if result.is_ok() {
-            result = r;
-        }
-    }
+    let result = servers.run().await;
     cloud.shutdown().await;
-    result
+    result.map_err(|e| e.into_error(|m| anyhow::anyhow!(m)))
 }

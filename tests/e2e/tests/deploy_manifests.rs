@@ -241,21 +241,38 @@ fn local_overlay_mounts_the_inventory_and_keeps_state() {
     assert_eq!(inventory["configMap"]["name"], "local-provider-inventory");
 }
 
-#[test]
-fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
-    let rendered = run(
+/// `helm template` of the chart with `values` (flags).
+fn helm_template(values: &[&str]) -> String {
+    run(
         Command::new(tool("helm"))
             .args([
                 "template",
                 "ccm",
                 "deploy/helm/ccm-rs",
                 "--namespace=kube-system",
-                "--set=provider.credentialsSecret=cloud-credentials",
-                "--set=controller.clusterCIDR=10.244.0.0/16",
             ])
+            .args(values)
             .current_dir(repo()),
         None,
+    )
+}
+
+fn dry_run_applies_the_deployment(rendered: &str) {
+    let applied = server_dry_run(rendered);
+    assert!(
+        applied.contains(
+            "deployment.apps/cloud-controller-manager serverside-applied (server dry run)"
+        ),
+        "{applied}"
     );
+}
+
+#[test]
+fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
+    let rendered = helm_template(&[
+        "--set=provider.credentialsSecret=cloud-credentials",
+        "--set=controller.clusterCIDR=10.244.0.0/16",
+    ]);
     let docs = docs(&rendered);
     let deployment = find(&docs, "Deployment");
     check_deployment(deployment);
@@ -272,29 +289,12 @@ fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(args.contains(&"--cluster-cidr=10.244.0.0/16"), "{args:?}");
-    let applied = server_dry_run(&rendered);
-    assert!(
-        applied.contains(
-            "deployment.apps/cloud-controller-manager serverside-applied (server dry run)"
-        ),
-        "{applied}"
-    );
+    dry_run_applies_the_deployment(&rendered);
 }
 
 #[test]
 fn helm_values_for_the_local_provider_mount_its_inventory_and_state() {
-    let rendered = run(
-        Command::new(tool("helm"))
-            .args([
-                "template",
-                "ccm",
-                "deploy/helm/ccm-rs",
-                "--namespace=kube-system",
-                "--values=deploy/helm/ccm-rs/values-local.yaml",
-            ])
-            .current_dir(repo()),
-        None,
-    );
+    let rendered = helm_template(&["--values=deploy/helm/ccm-rs/values-local.yaml"]);
     let docs = docs(&rendered);
     let deployment = find(&docs, "Deployment");
     check_deployment(deployment);
@@ -329,11 +329,5 @@ fn helm_values_for_the_local_provider_mount_its_inventory_and_state() {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert_eq!(volumes, ["provider-socket", "inventory", "provider-state"]);
-    let applied = server_dry_run(&rendered);
-    assert!(
-        applied.contains(
-            "deployment.apps/cloud-controller-manager serverside-applied (server dry run)"
-        ),
-        "{applied}"
-    );
+    dry_run_applies_the_deployment(&rendered);
 }

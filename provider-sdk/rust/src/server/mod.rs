@@ -9,6 +9,7 @@ mod instances;
 mod load_balancers;
 mod request;
 mod routes;
+mod supervise;
 mod volumes;
 mod zones;
 
@@ -25,6 +26,7 @@ pub use crate::endpoint::{ServeError, bind_socket, socket_path};
 use crate::proto::{self, *};
 use crate::provider::{Clusters, Identity, Instances, LoadBalancers, Routes, Volumes, Zones};
 use crate::{MAX_MESSAGE_BYTES, endpoint};
+pub use supervise::{Stopped, Supervisor};
 
 /// Gives a generated service server the contract's message limits; every
 /// service is built through it, so none falls back to tonic's 4 MiB.
