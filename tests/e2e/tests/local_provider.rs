@@ -311,6 +311,24 @@ async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabe
         "no proxy left running"
     );
 
+    // `state: shutdown` in the inventory taints the (NotReady) Node.
+    let mut inventory_text = inventory(&[m1, m2, m3]);
+    inventory_text = inventory_text.replacen(
+        &format!("  - node: {}\n", m1.node),
+        &format!("  - node: {}\n    state: shutdown\n", m1.node),
+        1,
+    );
+    std::fs::write(files.path().join("inventory.new"), inventory_text).unwrap();
+    std::fs::rename(
+        files.path().join("inventory.new"),
+        files.path().join("inventory.yaml"),
+    )
+    .unwrap();
+    h.wait_for(&m1.node, "tainted as shut down", |n| {
+        n.is_some_and(|n| has_taint(n, SHUTDOWN))
+    })
+    .await;
+
     // Removing the machines deletes the Nodes.
     write_inventory(&files.path().join("inventory.yaml"), &[]);
     for m in [m1, m2, m3] {
