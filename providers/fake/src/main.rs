@@ -155,19 +155,10 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("admin listener {addr}"))
         });
     }
-    {
-        let (server, stop) = (
-            fake.server().socket_mode(args.socket_mode),
-            servers.stopped(),
-        );
-        let endpoint = args.endpoint.clone();
-        servers.spawn(async move {
-            server
-                .serve(&endpoint, stop)
-                .await
-                .with_context(|| format!("provider endpoint {endpoint}"))
-        });
-    }
+    servers.spawn_provider(
+        fake.server().socket_mode(args.socket_mode),
+        args.endpoint.clone(),
+    );
     // Stop everything on a signal, or as soon as any server fails, so a
     // half-running fake never lingers.
     servers

@@ -156,19 +156,10 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("metrics listener {addr}"))
         });
     }
-    {
-        let (server, stop) = (
-            cloud.server().socket_mode(args.socket_mode),
-            servers.stopped(),
-        );
-        let endpoint = args.endpoint.clone();
-        servers.spawn(async move {
-            server
-                .serve(&endpoint, stop)
-                .await
-                .with_context(|| format!("provider endpoint {endpoint}"))
-        });
-    }
+    servers.spawn_provider(
+        cloud.server().socket_mode(args.socket_mode),
+        args.endpoint.clone(),
+    );
     let result = servers.run().await;
     cloud.shutdown().await;
     result.map_err(|e| e.into_error(|m| anyhow::anyhow!(m)))

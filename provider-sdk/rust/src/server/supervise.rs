@@ -64,6 +64,18 @@ impl<E: Send + 'static> Supervisor<E> {
         self.tasks.spawn(server);
     }
 
+    /// Serves `provider` on `endpoint` until the servers stop.
+    pub fn spawn_provider<I: crate::Identity>(
+        &mut self,
+        provider: super::ProviderServer<I>,
+        endpoint: String,
+    ) where
+        E: From<crate::ServeError>,
+    {
+        let stop = self.stopped();
+        self.spawn(async move { Ok(provider.serve(&endpoint, stop).await?) });
+    }
+
     /// Serves until SIGTERM or SIGINT, or until a server ends (which is an
     /// error even when it returned Ok); then stops every server and waits
     /// for them. The first error wins.
