@@ -40,6 +40,15 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, ServeError> {
     Ok(PathBuf::from(rest))
 }
 
+/// A socket mode as given on a command line, in octal (`600`, `0o660`):
+/// what `ProviderServer::socket_mode` takes.
+pub fn parse_socket_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode such as 600"))
+}
+
 /// Binds the socket: removes a stale socket left by a dead server, refuses
 /// to touch a live one or a non-socket file, and sets the permission bits.
 pub async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, ServeError> {

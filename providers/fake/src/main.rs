@@ -69,17 +69,10 @@ struct Args {
     #[arg(long)]
     state_file: Option<PathBuf>,
     /// Permission bits of both sockets, in octal.
-    #[arg(long, default_value = "600", value_parser = parse_octal)]
+    #[arg(long, default_value = "600", value_parser = ccm_provider_sdk::endpoint::parse_socket_mode)]
     socket_mode: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
-}
-
-fn parse_octal(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s.trim_start_matches("0o"), 8)
-        .ok()
-        .filter(|m| *m <= 0o777)
-        .ok_or_else(|| format!("{s:?} is not an octal mode such as 600"))
 }
 
 fn init_logging(format: LogFormat) {

@@ -150,8 +150,9 @@ fn integer(key: &str, value: &str, min: u32, max: u32) -> Result<u32, ProviderEr
         })
 }
 
-/// `100ms`, `30s`, `5m`, `1h`: at least 10 ms, at most 24 h.
-fn duration(key: &str, value: &str) -> Result<Duration, ProviderError> {
+/// `100ms`, `30s`, `5m`, `1h`, between `min` and `max`; the error says
+/// what is accepted. The provider's flags take durations the same way.
+pub fn parse_duration(value: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let v = value.trim();
     let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
     let (number, unit) = v.split_at(split);
@@ -163,16 +164,23 @@ fn duration(key: &str, value: &str) -> Result<Duration, ProviderError> {
         _ => None,
     };
     millis
-        .filter(|ms| (10..=86_400_000).contains(ms))
         .map(Duration::from_millis)
+        .filter(|d| (min..=max).contains(d))
         .ok_or_else(|| {
-            ProviderError::invalid_annotation(
-                key,
-                format!(
-                    "{value:?} is not a duration from 10ms to 24h such as \"30s\" or \"500ms\""
-                ),
+            format!(
+                "{value:?} is not a duration from {min:?} to {max:?} such as \"30s\" or \"500ms\""
             )
         })
+}
+
+/// An annotation's duration: at least 10 ms, at most 24 h.
+fn duration(key: &str, value: &str) -> Result<Duration, ProviderError> {
+    parse_duration(
+        value,
+        Duration::from_millis(10),
+        Duration::from_secs(86_400),
+    )
+    .map_err(|e| ProviderError::invalid_annotation(key, e))
 }
 
 /// docs/providers/local.md's annotation table.

@@ -4,7 +4,6 @@
 //! [`crate::load_balancers`], [`crate::routes`]); this is what they share.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,6 +19,9 @@ use crate::netlink::KernelRoutes;
 use crate::proxy::LoadBalancerProxy;
 use crate::state::{LbRecord, LeaderRecord, RouteRecord, Saved, StateFile};
 use crate::vip::VipRange;
+
+/// Where VIPs come from unless configured: bindable without privileges.
+pub const DEFAULT_VIP_RANGE: &str = "127.200.0.0/24";
 
 /// How the provider is set up (its flags).
 #[derive(Debug, Clone)]
@@ -40,7 +42,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            vips: "127.200.0.0/24".parse().expect("a valid default range"),
+            vips: DEFAULT_VIP_RANGE.parse().expect("a valid default range"),
             name_template: crate::load_balancers::DEFAULT_NAME_TEMPLATE.to_owned(),
             ingress_selector: None,
             route_table: None,
@@ -239,16 +241,6 @@ impl LocalCloud {
         } else {
             server
         }
-    }
-
-    /// The VIPs in use (for tests and metrics).
-    pub async fn load_balancer_addresses(&self) -> Vec<(String, IpAddr)> {
-        let world = self.world.lock().await;
-        world
-            .lbs
-            .values()
-            .map(|lb| (lb.name.clone(), lb.vip))
-            .collect()
     }
 
     /// Stops every proxy (their addresses are free afterwards). The state

@@ -124,11 +124,20 @@ impl Instance {
 
 /// The first InternalIP of `addresses`, else the first ExternalIP.
 pub fn reachable_ip(addresses: &[NodeAddress]) -> Option<IpAddr> {
+    reachable_ip_where(addresses, |_| true)
+}
+
+/// As [`reachable_ip`], among the addresses `wanted` accepts (a family).
+pub fn reachable_ip_where(
+    addresses: &[NodeAddress],
+    wanted: impl Fn(&IpAddr) -> bool,
+) -> Option<IpAddr> {
     let of = |kind: NodeAddressType| {
         addresses
             .iter()
             .filter(|a| a.r#type == kind as i32)
-            .find_map(|a| a.address.parse().ok())
+            .filter_map(|a| a.address.parse().ok())
+            .find(|ip| wanted(ip))
     };
     of(NodeAddressType::InternalIp).or_else(|| of(NodeAddressType::ExternalIp))
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use ccm_local_provider::annotations::parse_duration;
 use ccm_local_provider::inventory::Inventory;
 use ccm_local_provider::vip::VipRange;
 use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
@@ -32,7 +33,7 @@ struct Args {
     #[arg(long)]
     inventory: PathBuf,
     /// How often the inventory is re-read.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
     inventory_poll_interval: Duration,
     /// Keep load balancers, addresses and routes in this JSON file so a
     /// restart serves the same ones. Without it they live in memory only.
@@ -40,7 +41,7 @@ struct Args {
     state_file: Option<PathBuf>,
     /// The addresses load balancers get (local to this machine; any 127.x
     /// range is bindable without privileges).
-    #[arg(long, default_value = "127.200.0.0/24")]
+    #[arg(long, default_value = ccm_local_provider::cloud::DEFAULT_VIP_RANGE)]
     vip_range: VipRange,
     /// Load balancer names; ${CLUSTER_ID}, ${NAMESPACE}, ${SERVICE_NAME} and
     /// ${SERVICE_UID} are replaced.
@@ -58,37 +59,15 @@ struct Args {
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
     /// Permission bits of the socket, in octal.
-    #[arg(long, default_value = "600", value_parser = parse_octal)]
+    #[arg(long, default_value = "600", value_parser = ccm_provider_sdk::endpoint::parse_socket_mode)]
     socket_mode: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
 }
 
-fn parse_octal(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s.trim_start_matches("0o"), 8)
-        .ok()
-        .filter(|m| *m <= 0o777)
-        .ok_or_else(|| format!("{s:?} is not an octal mode such as 600"))
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration such as 1s"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("{s:?} is not a duration such as 1s or 500ms")),
-    }
-    .and_then(|d| {
-        if d.is_zero() {
-            Err("the interval must be positive".to_owned())
-        } else {
-            Ok(d)
-        }
-    })
+/// A poll interval: 10 ms to 1 h.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    parse_duration(s, Duration::from_millis(10), Duration::from_secs(3_600))
 }
 
 fn init_logging(format: LogFormat) {

@@ -10,11 +10,11 @@
 
 use std::net::IpAddr;
 
-use ccm_provider_sdk::proto::{NodeAddressType, Route};
+use ccm_provider_sdk::proto::Route;
 use ccm_provider_sdk::{CallContext, ProviderError, ProviderResult, Routes};
 
 use crate::cloud::LocalCloud;
-use crate::inventory::reachable_ip;
+use crate::inventory::reachable_ip_where;
 use crate::state::RouteRecord;
 
 impl LocalCloud {
@@ -24,41 +24,28 @@ impl LocalCloud {
             .ok_or_else(|| ProviderError::unimplemented("routes: no --route-table configured"))
     }
 
-    /// Where traffic for the route goes: the target's InternalIP (as the
-    /// controller sent it, else from the inventory) of the destination's
-    /// family.
+    /// Where traffic for the route goes: the target's InternalIP (else
+    /// ExternalIP) of the destination's family, as the controller sent it,
+    /// else from the inventory.
     fn gateway(&self, route: &Route) -> ProviderResult<IpAddr> {
         let v4 = !route.destination_cidr.contains(':');
         let same_family = |ip: &IpAddr| ip.is_ipv4() == v4;
-        let sent = route
-            .target_node_addresses
-            .iter()
-            .filter(|a| a.r#type == NodeAddressType::InternalIp as i32)
-            .filter_map(|a| a.address.parse::<IpAddr>().ok())
-            .find(same_family);
-        sent.or_else(|| {
-            self.inventory
-                .machines()
-                .by_node(&route.target_node)
-                .and_then(|i| {
-                    i.addresses
-                        .iter()
-                        .filter(|a| a.r#type == NodeAddressType::InternalIp as i32)
-                        .filter_map(|a| a.address.parse::<IpAddr>().ok())
-                        .find(same_family)
-                        .or_else(|| i.reachable_ip().filter(same_family))
-                })
-        })
-        .or_else(|| reachable_ip(&route.target_node_addresses).filter(same_family))
-        .ok_or_else(|| {
-            ProviderError::invalid_request(
-                "route.target_node_addresses",
-                format!(
-                    "node {:?} has no InternalIP of the family of {}",
-                    route.target_node, route.destination_cidr
-                ),
-            )
-        })
+        reachable_ip_where(&route.target_node_addresses, same_family)
+            .or_else(|| {
+                self.inventory
+                    .machines()
+                    .by_node(&route.target_node)
+                    .and_then(|i| reachable_ip_where(&i.addresses, same_family))
+            })
+            .ok_or_else(|| {
+                ProviderError::invalid_request(
+                    "route.target_node_addresses",
+                    format!(
+                        "node {:?} has no InternalIP or ExternalIP of the family of {}",
+                        route.target_node, route.destination_cidr
+                    ),
+                )
+            })
     }
 }
 
