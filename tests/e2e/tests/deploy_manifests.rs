@@ -92,12 +92,7 @@ fn check_deployment(d: &Value) {
         pod["securityContext"]["seccompProfile"]["type"],
         "RuntimeDefault"
     );
-    let tolerated: Vec<&str> = pod["tolerations"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|t| t["key"].as_str().unwrap())
-        .collect();
+    let tolerated = strings(&pod["tolerations"], Some("key"));
     for key in [
         "node.cloudprovider.kubernetes.io/uninitialized",
         "node-role.kubernetes.io/control-plane",
@@ -166,8 +161,9 @@ fn check_rbac(docs: &[Value]) {
 }
 
 /// `kubectl kustomize deploy/overlays/<overlay>`, checked and dry-run
-/// applied; the provider container for further checks.
-fn overlay(name: &str, applied_too: &[&str]) -> serde_yaml::Value {
+/// applied (with `applied_too` among what the apiserver accepted); the
+/// Deployment for further checks.
+fn overlay(name: &str, applied_too: &[&str]) -> Value {
     let rendered = run(
         Command::new(tool("kubectl"))
             .args(["kustomize", &format!("deploy/overlays/{name}")])
@@ -191,54 +187,65 @@ fn overlay(name: &str, applied_too: &[&str]) -> serde_yaml::Value {
             "{applied}"
         );
     }
-    let deployment = find(&docs, "Deployment");
-    let mut provider = deployment["spec"]["template"]["spec"]["containers"][1].clone();
-    // The pod's volumes beside the container, for checks of its mounts.
-    provider["podVolumes"] = deployment["spec"]["template"]["spec"]["volumes"].clone();
-    provider["replicas"] = deployment["spec"]["replicas"].clone();
-    provider
+    find(&docs, "Deployment").clone()
+}
+
+/// `field` of each item of the sequence `items`, or the items themselves.
+fn strings<'a>(items: &'a Value, field: Option<&str>) -> Vec<&'a str> {
+    items
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|i| field.map_or(i, |f| &i[f]).as_str().unwrap())
+        .collect()
 }
 
 #[test]
 fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
-    let provider = overlay("fake", &[]);
+    let d = overlay("fake", &[]);
+    let provider = &d["spec"]["template"]["spec"]["containers"][1];
     assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
 }
 
-#[test]
-fn local_overlay_mounts_the_inventory_and_keeps_state() {
-    let provider = overlay("local", &["configmap/local-provider-inventory"]);
+/// What the overlay and the Helm values for the local provider both give:
+/// one replica, the inventory and the state mounted into the provider
+/// only.
+fn check_local_provider_pod(d: &Value) {
+    assert_eq!(d["spec"]["replicas"], 1, "the data path lives in one pod");
+    let pod = &d["spec"]["template"]["spec"];
+    let provider = &pod["containers"][1];
     assert_eq!(provider["image"], "ghcr.io/ccm-rs/local-provider:0.1.0");
-    assert_eq!(provider["replicas"], 1, "the data path lives in one pod");
-    let args: Vec<&str> = provider["args"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = strings(&provider["args"], None);
     for want in [
         "--inventory=/etc/local-provider/inventory.yaml",
         "--state-file=/var/lib/local-provider/state.json",
     ] {
         assert!(args.contains(&want), "{args:?}");
     }
-    let mounts: Vec<&str> = provider["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| m["mountPath"].as_str().unwrap())
-        .collect();
-    assert!(
-        mounts.contains(&"/etc/local-provider") && mounts.contains(&"/var/lib/local-provider"),
-        "{mounts:?}"
+    assert_eq!(
+        strings(&provider["volumeMounts"], Some("mountPath")),
+        [
+            "/var/run/cloud-provider",
+            "/etc/local-provider",
+            "/var/lib/local-provider"
+        ]
     );
-    let inventory = provider["podVolumes"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "inventory")
-        .expect("an inventory volume");
+    assert_eq!(
+        strings(&pod["containers"][0]["volumeMounts"], Some("mountPath")),
+        ["/var/run/cloud-provider"],
+        "the controller sees only the socket"
+    );
+    assert_eq!(
+        strings(&pod["volumes"], Some("name")),
+        ["provider-socket", "inventory", "provider-state"]
+    );
+    let inventory = &pod["volumes"][1];
     assert_eq!(inventory["configMap"]["name"], "local-provider-inventory");
+}
+
+#[test]
+fn local_overlay_mounts_the_inventory_and_keeps_state() {
+    check_local_provider_pod(&overlay("local", &["configmap/local-provider-inventory"]));
 }
 
 /// `helm template` of the chart with `values` (flags).
@@ -282,12 +289,7 @@ fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
         containers[1]["envFrom"][0]["secretRef"]["name"],
         "cloud-credentials"
     );
-    let args: Vec<&str> = containers[0]["args"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = strings(&containers[0]["args"], None);
     assert!(args.contains(&"--cluster-cidr=10.244.0.0/16"), "{args:?}");
     dry_run_applies_the_deployment(&rendered);
 }
@@ -298,36 +300,6 @@ fn helm_values_for_the_local_provider_mount_its_inventory_and_state() {
     let docs = docs(&rendered);
     let deployment = find(&docs, "Deployment");
     check_deployment(deployment);
-    assert_eq!(deployment["spec"]["replicas"], 1);
-    let pod = &deployment["spec"]["template"]["spec"];
-    let provider = &pod["containers"][1];
-    assert_eq!(provider["image"], "ghcr.io/ccm-rs/local-provider:0.1.0");
-    let mounts: Vec<&str> = provider["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| m["mountPath"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        mounts,
-        [
-            "/var/run/cloud-provider",
-            "/etc/local-provider",
-            "/var/lib/local-provider"
-        ]
-    );
-    let controller_mounts = pod["containers"][0]["volumeMounts"].as_sequence().unwrap();
-    assert_eq!(
-        controller_mounts.len(),
-        1,
-        "the controller sees only the socket"
-    );
-    let volumes: Vec<&str> = pod["volumes"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(volumes, ["provider-socket", "inventory", "provider-state"]);
+    check_local_provider_pod(deployment);
     dry_run_applies_the_deployment(&rendered);
 }

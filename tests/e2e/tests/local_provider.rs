@@ -31,17 +31,32 @@ use tokio::net::{TcpListener, TcpStream};
 const INGRESS_LABEL: &str = "e2e.ccm-rs.io/ingress";
 const VIP_RANGE: &str = "127.201.0.0/24";
 
-/// One machine of the inventory: a node name and its loopback InternalIP.
+/// One machine of the inventory: a node name, its loopback InternalIP and
+/// whether it is shut down.
+#[derive(Clone)]
 struct Machine {
     node: String,
     ip: IpAddr,
+    shutdown: bool,
+}
+
+/// `n` running machines named `<prefix>-<i>` at `<subnet>.<i>`.
+fn machines(prefix: &str, subnet: &str, n: u8) -> Vec<Machine> {
+    (1..=n)
+        .map(|i| Machine {
+            node: unique_name(&format!("{prefix}-{i}")),
+            ip: format!("{subnet}.{i}").parse().unwrap(),
+            shutdown: false,
+        })
+        .collect()
 }
 
 fn inventory(machines: &[&Machine]) -> String {
     let mut out = String::from("instances:\n");
     for m in machines {
+        let state = if m.shutdown { "shutdown" } else { "running" };
         out.push_str(&format!(
-            "  - node: {}\n    zone: local-a\n    region: local\n    addresses:\n      - {{type: InternalIP, address: {}}}\n",
+            "  - node: {}\n    state: {state}\n    zone: local-a\n    region: local\n    addresses:\n      - {{type: InternalIP, address: {}}}\n",
             m.node, m.ip
         ));
     }
@@ -172,24 +187,16 @@ async fn ingress_ip(services: &Api<Service>, name: &str, provider: &Provider) ->
     .await
 }
 
-fn metrics_of(port: u16) -> String {
-    let out = Command::new("curl")
-        .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The provider's /metrics, read as the controller's admin port is.
+async fn metrics_of(port: u16) -> String {
+    admin_get(port, "/metrics").await.unwrap()
 }
 
 #[tokio::test]
 async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabels_and_restarts() {
     let _serial = SERIAL.lock().await;
     let files = tempfile::tempdir().unwrap();
-    let machines: Vec<Machine> = (1..=3)
-        .map(|i| Machine {
-            node: unique_name(&format!("local-{i}")),
-            ip: format!("127.0.2.{i}").parse().unwrap(),
-        })
-        .collect();
+    let machines = machines("local", "127.0.2", 3);
     let [m1, m2, m3] = [&machines[0], &machines[1], &machines[2]];
     write_inventory(&files.path().join("inventory.yaml"), &[m1, m2, m3]);
     let metrics_port = free_port();
@@ -255,7 +262,7 @@ async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabe
 
     // A restart: connections are closed cleanly, and the same VIP serves
     // the same backends again before the controller calls anything.
-    let before = metrics_of(metrics_port);
+    let before = metrics_of(metrics_port).await;
     assert!(
         before.contains("local_load_balancers{state=\"running\"} 1"),
         "{before}"
@@ -307,23 +314,18 @@ async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabe
             .is_empty()
     );
     assert!(
-        metrics_of(metrics_port).contains("local_load_balancers{state=\"running\"} 0"),
+        metrics_of(metrics_port)
+            .await
+            .contains("local_load_balancers{state=\"running\"} 0"),
         "no proxy left running"
     );
 
     // `state: shutdown` in the inventory taints the (NotReady) Node.
-    let mut inventory_text = inventory(&[m1, m2, m3]);
-    inventory_text = inventory_text.replacen(
-        &format!("  - node: {}\n", m1.node),
-        &format!("  - node: {}\n    state: shutdown\n", m1.node),
-        1,
-    );
-    std::fs::write(files.path().join("inventory.new"), inventory_text).unwrap();
-    std::fs::rename(
-        files.path().join("inventory.new"),
-        files.path().join("inventory.yaml"),
-    )
-    .unwrap();
+    let m1_down = Machine {
+        shutdown: true,
+        ..m1.clone()
+    };
+    write_inventory(&files.path().join("inventory.yaml"), &[&m1_down, m2, m3]);
     h.wait_for(&m1.node, "tainted as shut down", |n| {
         n.is_some_and(|n| has_taint(n, SHUTDOWN))
     })
@@ -370,12 +372,7 @@ fn netns_pid(p: &Provider) -> u32 {
 async fn routes_land_in_the_kernel_table_of_a_private_network_namespace() {
     let _serial = SERIAL.lock().await;
     let files = tempfile::tempdir().unwrap();
-    let machines: Vec<Machine> = (1..=2)
-        .map(|i| Machine {
-            node: unique_name(&format!("route-{i}")),
-            ip: format!("127.0.3.{i}").parse().unwrap(),
-        })
-        .collect();
+    let machines = machines("route", "127.0.3", 2);
     let [m1, m2] = [&machines[0], &machines[1]];
     write_inventory(&files.path().join("inventory.yaml"), &[m1, m2]);
     // A namespace of our own: the routes never touch the machine's tables.
