@@ -414,6 +414,23 @@ async fn routes_land_in_the_kernel_table_of_a_private_network_namespace() {
     })
     .await;
 
+    // Someone flushes the table: ListRoutes leaves the routes out, so the
+    // controller creates them again.
+    let flushed = Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-U", "-n", "--preserve-credentials"])
+        .args(["ip", "route", "flush", "table", "100"])
+        .status()
+        .unwrap();
+    assert!(flushed.success());
+    assert_eq!(table_100(pid), BTreeSet::new());
+    eventually("both routes back in table 100 after a flush", || async {
+        let got = table_100(pid);
+        (got == want)
+            .then_some(())
+            .ok_or_else(|| format!("table 100: {got:?}"))
+    })
+    .await;
+
     // The machine leaves the inventory: its Node is deleted, then its route.
     write_inventory(&files.path().join("inventory.yaml"), &[m1]);
     h.wait_for(&m2.node, "deleted with its instance", |n| n.is_none())
