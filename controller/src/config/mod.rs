@@ -98,13 +98,16 @@ pub struct KubeClientArgs {
     #[arg(long, default_value = "")]
     pub kubeconfig: String,
 
-    /// Requests per second to the kube-apiserver; 0 or less: no limit.
-    #[arg(long, default_value_t = 20.0)]
-    pub kube_api_qps: f32,
+    /// Client-side limit of requests per second to the kube-apiserver; 0 or
+    /// less: no limit. Unset: none if the server has API Priority and
+    /// Fairness (it answers with X-Kubernetes-PF-* headers), else 20.
+    #[arg(long)]
+    pub kube_api_qps: Option<f32>,
 
-    /// Burst of requests to the kube-apiserver.
-    #[arg(long, default_value_t = 30)]
-    pub kube_api_burst: u32,
+    /// Burst of requests to the kube-apiserver when a client-side limit
+    /// applies [default: 30].
+    #[arg(long)]
+    pub kube_api_burst: Option<u32>,
 }
 
 /// What the controllers do and how much in parallel.
@@ -463,8 +466,8 @@ mod tests {
             o.controllers.node_status_update_frequency,
             Duration::from_secs(300)
         );
-        assert_eq!(o.kube.kube_api_qps, 20.0);
-        assert_eq!(o.kube.kube_api_burst, 30);
+        assert_eq!(o.kube.kube_api_qps, None, "ours: the server decides");
+        assert_eq!(o.kube.kube_api_burst, None);
         assert_eq!(
             o.controllers.concurrent_service_syncs.get(),
             10,

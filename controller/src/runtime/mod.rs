@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use crate::config::{ConfigError, ControllerName, Options};
 use crate::controllers::{self, Shared};
 use admin::Health;
+use kube_client::{ClientThrottle, Throttle};
 use leader::{Elector, Fence, LeaderError};
 use node_watch::NodeWatch;
 use supervisor::{Supervisor, TaskFailed};
@@ -68,18 +69,25 @@ impl Manager {
             cfg.validate().map_err(ConfigError::LeaderElection)?;
             // Its own client: never rate-limited behind controller traffic,
             // never fenced (it carries the fence's renewals).
-            let lease_client = kube_client::client(config.clone(), 0.0, 0, Fence::open())?;
+            let lease_client =
+                kube_client::client(config.clone(), ClientThrottle::off(), Fence::open())?;
             Some(Elector::new(lease_client, cfg))
         } else {
             None
         };
         let fence = elector.as_ref().map_or_else(Fence::open, Elector::fence);
-        let client = kube_client::client(
-            config,
-            opts.kube.kube_api_qps,
-            opts.kube.kube_api_burst,
-            fence.clone(),
-        )?;
+        let throttle = ClientThrottle::from_flags(opts.kube.kube_api_qps, opts.kube.kube_api_burst);
+        if let Throttle::Bucket { qps, burst } = throttle.current()
+            && !throttle.follows_server()
+        {
+            tracing::info!("client-side rate limit of {qps} QPS, burst {burst} (--kube-api-qps)");
+        } else if !throttle.follows_server() {
+            tracing::info!(
+                "no client-side rate limit (--kube-api-qps={})",
+                opts.kube.kube_api_qps.unwrap_or_default()
+            );
+        }
+        let client = kube_client::client(config, throttle.clone(), fence.clone())?;
         let mut registry = prometheus_client::registry::Registry::default();
         let provider = startup::provider_client(
             &opts.provider,
@@ -245,6 +253,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let mut manager = Manager::build(opts, config)?;
+    // The first answer decides the client-side limit when no flag does:
+    // ask at once, so the decision is in the log at start.
+    let probe = manager.client.clone();
+    tokio::spawn(async move {
+        match probe.apiserver_version().await {
+            Ok(v) => tracing::info!(version = %v.git_version, "kube-apiserver reachable"),
+            Err(e) => tracing::warn!(error = %e, "asking the kube-apiserver for its version"),
+        }
+    });
     let admin_port = manager.opts.admin_port();
     let admin = if admin_port == 0 {
         None
