@@ -49,14 +49,10 @@ impl Backoff {
     }
 
     /// Requeues `key` after its backoff, logging why.
-    pub fn requeue(
-        &self,
-        key: &str,
-        err: &dyn std::fmt::Display,
-    ) -> kube::runtime::controller::Action {
+    pub fn requeue(&self, key: &str, err: &dyn std::fmt::Display) -> super::workqueue::Action {
         let delay = self.failed(key);
         tracing::warn!(key, error = %err, retry_in = ?delay, "error syncing; requeuing");
-        kube::runtime::controller::Action::requeue(delay)
+        super::workqueue::Action::requeue(delay)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod pv_label;
 pub mod service_lb;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod workqueue;
 
 use std::sync::Arc;
 

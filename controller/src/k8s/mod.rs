@@ -4,6 +4,7 @@
 pub mod node;
 
 use futures::{Stream, StreamExt};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 /// The objects a reflected watch (`.reflect(writer)`) applies, each yielded
@@ -38,6 +39,27 @@ pub fn applied_once_stored<K, E>(
             Ok(watcher::Event::Delete(_)) => Vec::new(),
         };
         futures::stream::iter(ready)
+    })
+}
+
+/// References to the objects `objects` yields, for a work queue; a watch
+/// error (the watcher retries with backoff) is logged and skipped.
+pub fn references<K>(
+    objects: impl Stream<Item = Result<K, watcher::Error>>,
+    what: &'static str,
+) -> impl Stream<Item = ObjectRef<K>>
+where
+    K: kube::Resource,
+    K::DynamicType: Default,
+{
+    objects.filter_map(move |o| {
+        std::future::ready(match o {
+            Ok(o) => Some(ObjectRef::from_obj(&o)),
+            Err(e) => {
+                tracing::warn!(error = %e, "watching {what}");
+                None
+            }
+        })
     })
 }
 

@@ -127,15 +127,17 @@ pub struct QueueLabels {
     pub name: &'static str,
 }
 
-/// Workqueue-style metrics under upstream's queue names (`Nodes`,
-/// `service`, `node`, `Routes`): work items started, their duration, and
-/// retries after errors. (kube-runtime's controller has no inspectable
-/// queue, so there is no depth gauge.)
+/// Workqueue metrics under upstream's names and queue names (`Nodes`,
+/// `service`, `node`, `Routes`): work items started, their duration,
+/// retries after errors, and for the controllers that run on
+/// [`crate::controllers::workqueue`] the depth and how long items waited.
 #[derive(Clone)]
 pub struct QueueMetrics {
     adds: Family<QueueLabels, Counter>,
     retries: Family<QueueLabels, Counter>,
     work: Family<QueueLabels, Histogram>,
+    depth: Family<QueueLabels, Gauge>,
+    waited: Family<QueueLabels, Histogram>,
 }
 
 impl QueueMetrics {
@@ -146,7 +148,21 @@ impl QueueMetrics {
             work: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.000_001, 10.0, 10))
             }),
+            depth: Family::default(),
+            waited: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_001, 10.0, 10))
+            }),
         };
+        registry.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            m.depth.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            m.waited.clone(),
+        );
         registry.register(
             "workqueue_adds",
             "Total number of adds handled by workqueue",
@@ -163,6 +179,20 @@ impl QueueMetrics {
             m.work.clone(),
         );
         m
+    }
+
+    /// `depth` items wait in `queue`.
+    pub fn set_depth(&self, queue: &'static str, depth: usize) {
+        self.depth
+            .get_or_create(&QueueLabels { name: queue })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// An item of `queue` was taken after waiting `waited`; `depth` remain.
+    pub fn waited(&self, queue: &'static str, waited: Duration, depth: usize) {
+        let l = QueueLabels { name: queue };
+        self.waited.get_or_create(&l).observe(waited.as_secs_f64());
+        self.set_depth(queue, depth);
     }
 
     /// One item of `queue` processed in `took`; `retry` if it failed and

@@ -955,3 +955,43 @@ async fn a_relabelled_backend_reaches_update_load_balancer() {
     .await;
     h.finish().await;
 }
+
+/// Issue 15, point 3: a burst is served in arrival order. With one worker
+/// and a slow Ensure a backlog forms; the Services get their addresses in
+/// the order they were created (the Service watch shows the writes in
+/// etcd order). kube-runtime's scheduler served such a backlog in no
+/// particular order.
+#[tokio::test]
+async fn a_burst_is_served_in_creation_order() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::watcher::{self, Event};
+
+    let _serial = SERIAL.lock().await;
+    let h = harness_with(&["--concurrent-service-syncs=1"]).await;
+    h.register_ready_nodes(&[unique_name("burst-node")]).await;
+    h.fake
+        .set_latency(Method::EnsureLoadBalancer, Duration::from_millis(40));
+    let mut events = watcher::watcher(h.services(), watcher::Config::default()).boxed();
+    while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
+
+    let names: Vec<String> = (0..25).map(|i| format!("burst-{i:02}")).collect();
+    for name in &names {
+        h.create_service(lb_service(name, 80)).await;
+    }
+    let mut served = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while served.len() < names.len() {
+            if let Some(Event::Apply(s)) = events.try_next().await.unwrap() {
+                let name = s.name_any();
+                if !ingress_ips(&s).is_empty() && !served.contains(&name) {
+                    served.push(name);
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("only {served:?} got an address"));
+    assert_eq!(served, names, "addresses in creation order");
+    h.fake.set_latency(Method::EnsureLoadBalancer, Duration::ZERO);
+    h.finish().await;
+}

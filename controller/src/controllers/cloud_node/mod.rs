@@ -18,14 +18,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::Patch;
-use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use parking_lot::Mutex;
 use serde_json::json;
 
 use super::NodeEvents;
 use super::backoff::Backoff;
 use super::context::Context;
+use super::workqueue::{self, Action};
 use crate::k8s::node;
 pub use decide::{InitChanges, InitError, desired_addresses, ga_label_fixes, init_changes};
 
@@ -273,10 +274,23 @@ fn error_policy(n: Arc<Node>, err: &Error, state: Arc<CloudNode>) -> Action {
 /// Nodes `node_events` names, and the periodic address refresh.
 pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings) {
     let state = CloudNode::new(ctx.clone());
-    let initialise = Controller::for_shared_stream(node_events, ctx.nodes.clone())
-        .with_config(Config::default().concurrency(settings.workers))
-        .run(reconcile, error_policy, state.clone())
-        .for_each(|_| async {});
+    let initialise = workqueue::run(
+        "Nodes",
+        ctx.nodes.clone(),
+        node_events.map(|n| ObjectRef::from_obj(n.as_ref())),
+        futures::stream::empty(),
+        settings.workers.into(),
+        ctx.metrics.queues.clone(),
+        |n| {
+            let state = state.clone();
+            async move {
+                match reconcile(n.clone(), state.clone()).await {
+                    Ok(action) => action,
+                    Err(e) => error_policy(n, &e, state),
+                }
+            }
+        },
+    );
     let refresh = refresh_addresses(
         state.clone(),
         settings.status_period,

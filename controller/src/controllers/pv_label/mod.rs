@@ -12,10 +12,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ccm_provider_sdk::proto::Volume;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::Patch;
-use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use parking_lot::Mutex;
@@ -25,6 +23,7 @@ mod decide;
 
 use super::backoff::Backoff;
 use super::context::Context;
+use super::workqueue::{self, Action};
 use crate::k8s::node::{LABEL_REGION, LABEL_ZONE};
 pub use decide::{cloud_volume, labels_to_add};
 
@@ -112,10 +111,25 @@ pub async fn run(ctx: Arc<Context>) {
             .default_backoff()
             .reflect(writer),
     );
-    Controller::for_stream(volumes, store)
-        .run(reconcile, error_policy, state)
-        .for_each(|_| async {})
-        .await;
+    let metrics = state.ctx.metrics.queues.clone();
+    workqueue::run(
+        "PersistentVolumes",
+        store,
+        crate::k8s::references(volumes, "persistentvolumes"),
+        futures::stream::empty(),
+        1,
+        metrics,
+        |pv| {
+            let state = state.clone();
+            async move {
+                match reconcile(pv.clone(), state.clone()).await {
+                    Ok(action) => action,
+                    Err(e) => error_policy(pv, &e, state),
+                }
+            }
+        },
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -20,13 +20,12 @@ use std::time::Duration;
 
 use ccm_provider_sdk::proto::{self, ErrorReason};
 use ccm_provider_sdk::{ClientError, LbOutcome};
+use futures::TryStreamExt;
 use futures::channel::mpsc;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::Patch;
-use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -39,6 +38,7 @@ mod orphans;
 
 use super::backoff::Backoff;
 use super::context::Context;
+use super::workqueue::{self, Action};
 use crate::k8s::node;
 use decide::{SpecError, Standing};
 
@@ -585,14 +585,14 @@ impl Lb {
     }
 }
 
-async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Result<Action, std::convert::Infallible> {
+async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Action {
     let started = std::time::Instant::now();
     let (action, failed) = sync(svc, lb.clone()).await;
     lb.ctx
         .metrics
         .queues
         .processed("service", started.elapsed(), failed);
-    Ok(action)
+    action
 }
 
 /// One sync of one Service: the action, and whether it failed.
@@ -682,10 +682,6 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     }
 }
 
-fn error_policy(_: Arc<Service>, e: &std::convert::Infallible, _: Arc<Lb>) -> Action {
-    match *e {}
-}
-
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced, so no Service is ensured with a partial node set.
 pub async fn run(
@@ -713,11 +709,15 @@ pub async fn run(
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = Controller::for_stream(services, store.clone())
-        .with_config(Config::default().concurrency(workers))
-        .reconcile_on(resync_requests)
-        .run(reconcile, error_policy, lb.clone())
-        .for_each(|_| async {});
+    let controller = workqueue::run(
+        "service",
+        store.clone(),
+        crate::k8s::references(services, "services"),
+        resync_requests,
+        workers.into(),
+        lb.ctx.metrics.queues.clone(),
+        |svc| reconcile(svc, lb.clone()),
+    );
     tokio::join!(controller, backends, sweeper);
 }
 
