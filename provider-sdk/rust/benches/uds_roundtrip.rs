@@ -1,16 +1,21 @@
 //! Round-trip latency of contract calls over a Unix socket, SDK server to SDK
 //! client, in one process (`cargo bench -p ccm-provider-sdk --bench
 //! uds_roundtrip`). Prints percentiles for sequential calls and throughput
-//! with calls in flight concurrently. A benchmark, not a test: it asserts
-//! nothing about speed.
+//! with 1, 16 and 64 calls in flight. To show where the time goes, the same
+//! sequential measurement is made without the SDK's client (tonic's
+//! generated client on a plain `Channel`, to the same SDK server) and for a
+//! bare 64-byte echo over a Unix socket pair (the floor). A benchmark, not a
+//! test: it asserts nothing about speed.
 
 use std::time::{Duration, Instant};
 
-use ccm_provider_sdk::proto::{InstanceMetadata, NodeRef};
+use ccm_provider_sdk::proto::instances_service_client::InstancesServiceClient;
+use ccm_provider_sdk::proto::{InstanceExistsRequest, InstanceMetadata, NodeRef};
 use ccm_provider_sdk::{
     CallContext, ClientOptions, Existence, Identity, Instances, ProviderClient, ProviderInfo,
     ProviderResult, ProviderServer, ShutdownState,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Clone)]
 struct Echo;
@@ -49,6 +54,35 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Runs `call` 1,000 times unmeasured, then `n` times; prints percentiles.
+async fn sequential<F, Fut>(what: &str, n: usize, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for _ in 0..1000 {
+        call().await;
+    }
+    let mut lat = Vec::with_capacity(n);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        call().await;
+        lat.push(t.elapsed());
+    }
+    let took = start.elapsed();
+    lat.sort();
+    println!(
+        "{what}, sequential, {n} calls: p50 {:?}  p90 {:?}  p99 {:?}  p99.9 {:?}  max {:?}  ({:.0} calls/s)",
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.90),
+        percentile(&lat, 0.99),
+        percentile(&lat, 0.999),
+        lat[lat.len() - 1],
+        n as f64 / took.as_secs_f64()
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let n: usize = std::env::var("BENCH_CALLS")
@@ -79,29 +113,57 @@ async fn main() {
         ..Default::default()
     };
 
-    for _ in 0..1000 {
+    sequential("InstanceExists over UDS (SDK client)", n, || async {
         client.instance_exists(node.clone()).await.unwrap();
-    }
-    let mut lat = Vec::with_capacity(n);
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        client.instance_exists(node.clone()).await.unwrap();
-        lat.push(t.elapsed());
-    }
-    let seq = start.elapsed();
-    lat.sort();
-    println!(
-        "InstanceExists over UDS, sequential, {n} calls: p50 {:?}  p90 {:?}  p99 {:?}  p99.9 {:?}  max {:?}  ({:.0} calls/s)",
-        percentile(&lat, 0.50),
-        percentile(&lat, 0.90),
-        percentile(&lat, 0.99),
-        percentile(&lat, 0.999),
-        lat[lat.len() - 1],
-        n as f64 / seq.as_secs_f64()
-    );
+    })
+    .await;
 
-    for inflight in [16usize, 64] {
+    // Without the SDK's client: tonic's generated client on a plain
+    // Channel, to the same server.
+    let socket = path.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap();
+    let tonic_client = InstancesServiceClient::new(channel);
+    let request = InstanceExistsRequest {
+        node: Some(node.clone()),
+    };
+    sequential("InstanceExists over UDS (tonic client, no SDK)", n, || {
+        let mut c = tonic_client.clone();
+        let r = request.clone();
+        async move {
+            c.instance_exists(r).await.unwrap();
+        }
+    })
+    .await;
+
+    // The floor: 64 bytes to an echo task and back over a socket pair.
+    let (mut near, mut far) = tokio::net::UnixStream::pair().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 64];
+        while far.read_exact(&mut buf).await.is_ok() {
+            if far.write_all(&buf).await.is_err() {
+                break;
+            }
+        }
+    });
+    let near = tokio::sync::Mutex::new(&mut near);
+    sequential("64-byte echo over a Unix socket pair", n, || async {
+        let mut s = near.lock().await;
+        let mut buf = [7u8; 64];
+        s.write_all(&buf).await.unwrap();
+        s.read_exact(&mut buf).await.unwrap();
+    })
+    .await;
+
+    for inflight in [1usize, 16, 64] {
         let start = Instant::now();
         let per = n / inflight;
         let mut tasks = Vec::new();

@@ -992,6 +992,7 @@ async fn a_burst_is_served_in_creation_order() {
     .await
     .unwrap_or_else(|_| panic!("only {served:?} got an address"));
     assert_eq!(served, names, "addresses in creation order");
-    h.fake.set_latency(Method::EnsureLoadBalancer, Duration::ZERO);
+    h.fake
+        .set_latency(Method::EnsureLoadBalancer, Duration::ZERO);
     h.finish().await;
 }
