@@ -102,3 +102,8 @@ bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
 	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss
 	$(CARGO) bench --locked -p ccm-local-provider --bench proxy
+
+.PHONY: bench-compare
+bench-compare: testenv-bin ## Side by side with the upstream Go CCM (built from k8s.io/cloud-provider): same scenarios, one apiserver, alternating runs, ratios (BENCH_COMPARE_SIZES=1000,5000 BENCH_COMPARE_RUNS=2).
+	hack/build-upstream-ccm.sh
+	$(CARGO) bench --locked -p ccm-e2e --bench compare
