@@ -86,7 +86,7 @@ conformance-python: ## The provider-conformance CLI against the Python example p
 	$(CARGO) build --locked -p ccm-provider-conformance
 	hack/conformance-python.sh
 .PHONY: go-sdk
-go-sdk: ## Go provider SDK and example: stubs current (buf generate + diff), gofmt, go vet, go test.
+go-sdk: ## Go provider SDK, example and tests/upstream-ccm: stubs current (buf generate + diff), gofmt, go vet, go test.
 	hack/go-sdk.sh
 
 .PHONY: conformance-go
@@ -95,13 +95,14 @@ conformance-go: ## The provider-conformance CLI against the Go example (fake.Clo
 	hack/conformance-go.sh
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
 	$(CARGO) bench --locked -p ccm-e2e --bench lb_services
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
 	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss
 	$(CARGO) bench --locked -p ccm-local-provider --bench proxy
+	$(CARGO) bench --locked -p ccm-e2e --bench encoding
 
 .PHONY: bench-compare
 bench-compare: testenv-bin ## Side by side with the upstream Go CCM (built from k8s.io/cloud-provider): same scenarios, one apiserver, alternating runs, ratios (BENCH_COMPARE_SIZES=1000,5000 BENCH_COMPARE_RUNS=2).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the Go provider SDK (provider-sdk/go) and the Go example provider
-# (providers/examples/go-fake): the checked-in stubs are exactly what
+# Checks the Go provider SDK (provider-sdk/go), the Go example provider
+# (providers/examples/go-fake) and the upstream CCM that `make
+# bench-compare` runs (tests/upstream-ccm): the checked-in stubs are exactly what
 # `buf generate` makes from proto/ with the pinned protoc-gen-go and
 # protoc-gen-go-grpc, everything is gofmt-formatted, go vet and go test
 # pass. `hack/go-sdk.sh generate` rewrites the stubs instead (after a
@@ -17,7 +18,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 
 protoc_gen_go=v1.36.11
 protoc_gen_go_grpc=v1.6.1
-modules=(provider-sdk/go providers/examples/go-fake)
+modules=(provider-sdk/go providers/examples/go-fake tests/upstream-ccm)
 
 buf=$("$root/hack/install-buf.sh")
 
