@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ccm_testsupport::procfs::{self, cpu_seconds};
 use ccm_testsupport::{TestEnv, UNINITIALIZED, kubelet_node, lb_service, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{
@@ -258,37 +259,8 @@ async fn start(
     }
 }
 
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which may hold spaces): utime is the 14th
-    // field overall, stime the 15th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0.0);
-    ticks / clock_ticks_per_second()
-}
-
-/// `getconf CLK_TCK`: the unit of /proc's CPU times.
-fn clock_ticks_per_second() -> f64 {
-    static HZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *HZ.get_or_init(|| {
-        let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .expect("getconf CLK_TCK")
-    })
-}
-
 fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+    procfs::rss_kib(pid) as f64 / 1024.0
 }
 
 /// The summed RSS of `pids` once it stopped moving (3 samples a second

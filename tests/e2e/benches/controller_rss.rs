@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
+use ccm_testsupport::procfs::rss_kib;
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
@@ -20,15 +21,6 @@ use kube::api::{ObjectMeta, PostParams};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// RSS after it stopped moving for a few seconds (caches filled, work done).

@@ -13,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use ccm_testsupport::procfs::cpu_seconds;
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
@@ -188,20 +189,6 @@ fn realistic_node(name: &str, run: &str, i: usize) -> Node {
             ..Default::default()
         }),
     }
-}
-
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0.0);
-    let out = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .unwrap();
-    let hz: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    ticks / hz
 }
 
 #[derive(Default, Debug, Clone, Copy)]

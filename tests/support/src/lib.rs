@@ -17,6 +17,7 @@
 
 pub mod fixtures;
 pub mod poll;
+pub mod procfs;
 
 pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
 pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};

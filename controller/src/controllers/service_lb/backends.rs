@@ -7,6 +7,7 @@ use ccm_provider_sdk::LbOutcome;
 use ccm_provider_sdk::proto;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -47,9 +48,12 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                if !update_one(lb, &svc, backends.nodes.as_ref().clone()).await {
+                let outcome = update_one(lb, &svc, backends.nodes.as_ref().clone()).await;
+                if outcome != Update::Done {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
+                }
+                if outcome == Update::EnsureNow {
                     let _ = lb.resync.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
                 }
             }
@@ -58,15 +62,29 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
     updated.into_inner()
 }
 
+/// What one UpdateLoadBalancer left to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Update {
+    Done,
+    /// A full Ensure, which retries or recreates the load balancer, now.
+    EnsureNow,
+    /// A full Ensure once the watch shows the condition just written: a
+    /// sync started now could see the Service from before that write in
+    /// the cache, find its own Ready condition already there and skip
+    /// writing it back, leaving `LoadBalancerNotFound` on a recreated load
+    /// balancer.
+    EnsureOnWatch,
+}
+
 /// One UpdateLoadBalancer. On failure the load balancer is looked up: one
 /// that still exists gets upstream's `UpdateLoadBalancerFailed`, a missing
-/// one `LoadBalancerNotFound` (upstream counts that as success). False asks
-/// for a full Ensure, which retries or recreates it.
-async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool {
+/// one `LoadBalancerNotFound` (upstream counts that as success); either
+/// asks for a full Ensure, which retries or recreates it.
+async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Update {
     let key = decide::key(svc);
     let request = match decide::to_proto(svc) {
         Ok(r) => r,
-        Err(_) => return false,
+        Err(_) => return Update::EnsureNow,
     };
     let ctx = &lb.ctx;
     match ctx
@@ -95,7 +113,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool 
                     .await;
                 }
             }
-            true
+            Update::Done
         }
         Err(err) => match ctx
             .provider
@@ -119,10 +137,17 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool 
                     "LoadBalancerNotFound",
                     "The load balancer no longer exists in the cloud; recreating it",
                 );
-                if let Err(e) = lb.publish(svc, &missing, None).await {
-                    tracing::warn!(service = %key, error = %e, "updating the LoadBalancerReady condition");
+                // Without a write (the condition already says so) no watch
+                // event follows.
+                let writes = decide::condition_update(svc, &missing, Time(super::now())).is_some();
+                match lb.publish(svc, &missing, None).await {
+                    Ok(()) if writes => Update::EnsureOnWatch,
+                    Ok(()) => Update::EnsureNow,
+                    Err(e) => {
+                        tracing::warn!(service = %key, error = %e, "updating the LoadBalancerReady condition");
+                        Update::EnsureNow
+                    }
                 }
-                false
             }
             Ok(Some(_)) => {
                 lb.event(
@@ -136,11 +161,11 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> bool 
                     ),
                 )
                 .await;
-                false
+                Update::EnsureNow
             }
             Err(e) => {
                 tracing::warn!(service = %key, update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
-                false
+                Update::EnsureNow
             }
         },
     }
