@@ -77,15 +77,17 @@ impl Manager {
         };
         let fence = elector.as_ref().map_or_else(Fence::open, Elector::fence);
         let throttle = ClientThrottle::from_flags(opts.kube.kube_api_qps, opts.kube.kube_api_burst);
-        if let Throttle::Bucket { qps, burst } = throttle.current()
-            && !throttle.follows_server()
-        {
-            tracing::info!("client-side rate limit of {qps} QPS, burst {burst} (--kube-api-qps)");
-        } else if !throttle.follows_server() {
-            tracing::info!(
-                "no client-side rate limit (--kube-api-qps={})",
-                opts.kube.kube_api_qps.unwrap_or_default()
-            );
+        // Following the server, the decision is logged when it answers.
+        match (throttle.follows_server(), throttle.current()) {
+            (true, _) => {}
+            (false, Throttle::Bucket { qps, burst }) => {
+                tracing::info!(
+                    "client-side rate limit of {qps} QPS, burst {burst} (--kube-api-qps)"
+                );
+            }
+            (false, Throttle::Off) => {
+                tracing::info!("no client-side rate limit (--kube-api-qps <= 0)")
+            }
         }
         let client = kube_client::client(config, throttle.clone(), fence.clone())?;
         let mut registry = prometheus_client::registry::Registry::default();

@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm_testsupport::procfs::{self, cpu_seconds};
-use ccm_testsupport::{TestEnv, UNINITIALIZED, kubelet_node, lb_service, unique_name};
+use ccm_testsupport::{TestEnv, UNINITIALIZED, free_port, kubelet_node, lb_service, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{
     Event as CoreEvent, Namespace, Node, NodeCondition, NodeStatus, Service,
@@ -114,17 +114,17 @@ impl Profile {
 
 /// The processes of one implementation, killed however the run ends.
 struct Running {
-    children: Vec<(&'static str, Child)>,
+    children: Vec<Child>,
     _dir: tempfile::TempDir,
 }
 
 impl Running {
-    fn pids(&self) -> Vec<(&'static str, u32)> {
-        self.children.iter().map(|(n, c)| (*n, c.id())).collect()
+    fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
     }
 
     fn stop(mut self) {
-        for (_, child) in &mut self.children {
+        for child in &mut self.children {
             let _ = ccm_testsupport::terminate(child, Duration::from_secs(20));
         }
         self.children.clear();
@@ -133,7 +133,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for (_, child) in &mut self.children {
+        for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -145,14 +145,6 @@ fn spawn(program: &Path, args: &[String], log: &Path) -> Child {
     let mut cmd = Command::new(program);
     cmd.args(args).stdout(Stdio::null()).stderr(log);
     ccm_testsupport::spawn_tied(cmd).unwrap_or_else(|e| panic!("{}: {e}", program.display()))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `PUT path` with a JSON body on a loopback HTTP/1.1 server.
@@ -208,17 +200,14 @@ async fn start(
         Implementation::Ours => {
             let endpoint = format!("unix://{}/provider.sock", dir.path().display());
             let admin = free_port();
-            children.push((
-                "fake-provider",
-                spawn(
-                    &bins.fake,
-                    &[
-                        format!("--endpoint={endpoint}"),
-                        format!("--admin-listen=127.0.0.1:{admin}"),
-                        "--lb-ip-pool=10.128.0.0/16".into(),
-                    ],
-                    &logs.join("fake-provider.log"),
-                ),
+            children.push(spawn(
+                &bins.fake,
+                &[
+                    format!("--endpoint={endpoint}"),
+                    format!("--admin-listen=127.0.0.1:{admin}"),
+                    "--lb-ip-pool=10.128.0.0/16".into(),
+                ],
+                &logs.join("fake-provider.log"),
             ));
             put_json(
                 admin,
@@ -228,10 +217,7 @@ async fn start(
             .await;
             args.push(format!("--provider-endpoint={endpoint}"));
             args.push("--admin-port=0".into());
-            children.push((
-                "controller",
-                spawn(&bins.controller, &args, &logs.join("controller.log")),
-            ));
+            children.push(spawn(&bins.controller, &args, &logs.join("controller.log")));
         }
         Implementation::Upstream => {
             let config = dir.path().join("cloud.json");
@@ -247,10 +233,7 @@ async fn start(
                 format!("--cloud-config={}", config.display()),
                 "--secure-port=0".into(),
             ]);
-            children.push((
-                "upstream-ccm",
-                spawn(&bins.upstream, &args, &logs.join("upstream-ccm.log")),
-            ));
+            children.push(spawn(&bins.upstream, &args, &logs.join("upstream-ccm.log")));
         }
     }
     Running {
@@ -487,7 +470,7 @@ async fn run_once(
     let mut svc_events = watch_until_init(services.clone(), watcher::Config::default()).await;
 
     let procs = start(imp, profile, bins, env.kubeconfig(), ensure_ms).await;
-    let pids: Vec<u32> = procs.pids().iter().map(|(_, p)| *p).collect();
+    let pids = procs.pids();
 
     // Up and synced: a canary Node initialised, a canary Service served.
     let canary = format!("{run}-canary");

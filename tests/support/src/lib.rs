@@ -344,6 +344,15 @@ pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyL
     }
 }
 
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// `cargo` (the one running the tests), at the workspace root, for tests
 /// that build the binaries they run as processes.
 ///

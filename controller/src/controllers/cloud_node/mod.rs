@@ -217,7 +217,7 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     Ok(())
 }
 
-async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Result<Action, Error> {
+async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Action {
     let started = std::time::Instant::now();
     let result = sync(&n, &state).await;
     state
@@ -225,7 +225,7 @@ async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Result<Action, Error>
         .metrics
         .queues
         .processed("Nodes", started.elapsed(), result.is_err());
-    result
+    result.unwrap_or_else(|e| error_policy(n, &e, state))
 }
 
 fn uid(n: &Node) -> &str {
@@ -281,15 +281,7 @@ pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings)
         futures::stream::empty(),
         settings.workers.into(),
         ctx.metrics.queues.clone(),
-        |n| {
-            let state = state.clone();
-            async move {
-                match reconcile(n.clone(), state.clone()).await {
-                    Ok(action) => action,
-                    Err(e) => error_policy(n, &e, state),
-                }
-            }
-        },
+        |n| reconcile(n, state.clone()),
     );
     let refresh = refresh_addresses(
         state.clone(),

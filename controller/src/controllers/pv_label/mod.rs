@@ -46,14 +46,19 @@ struct State {
     done: Mutex<HashSet<String>>,
 }
 
-async fn reconcile(pv: Arc<PersistentVolume>, state: Arc<State>) -> Result<Action, Error> {
+async fn reconcile(pv: Arc<PersistentVolume>, state: Arc<State>) -> Action {
+    let result = sync(&pv, &state).await;
+    result.unwrap_or_else(|e| error_policy(pv, &e, state))
+}
+
+async fn sync(pv: &PersistentVolume, state: &State) -> Result<Action, Error> {
     let uid = pv.uid().unwrap_or_default();
     let labels = pv.labels();
     let has_topology = labels.contains_key(LABEL_ZONE) && labels.contains_key(LABEL_REGION);
     if has_topology || state.done.lock().contains(&uid) {
         return Ok(Action::await_change());
     }
-    let Some((driver, volume_id)) = cloud_volume(&pv) else {
+    let Some((driver, volume_id)) = cloud_volume(pv) else {
         return Ok(Action::await_change());
     };
     let answer = state
@@ -119,15 +124,7 @@ pub async fn run(ctx: Arc<Context>) {
         futures::stream::empty(),
         1,
         metrics,
-        |pv| {
-            let state = state.clone();
-            async move {
-                match reconcile(pv.clone(), state.clone()).await {
-                    Ok(action) => action,
-                    Err(e) => error_policy(pv, &e, state),
-                }
-            }
-        },
+        |pv| reconcile(pv, state.clone()),
     )
     .await;
 }
@@ -168,7 +165,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        reconcile(pv.clone(), state.clone()).await.unwrap();
+        sync(&pv, &state).await.unwrap();
         let patch = api.all().pop().expect("a label patch");
         assert_eq!(patch.line(), "PATCH /api/v1/persistentvolumes/data");
         assert_eq!(patch.body["metadata"]["resourceVersion"], "5");
@@ -176,7 +173,7 @@ mod tests {
         assert!(labels.contains_key(LABEL_REGION), "{labels:?}");
         assert!(!labels.contains_key(LABEL_ZONE), "never overwritten");
 
-        reconcile(pv, state).await.unwrap();
+        sync(&pv, &state).await.unwrap();
         assert_eq!(api.all().len(), 1, "done once per uid");
     }
 }

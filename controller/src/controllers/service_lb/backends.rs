@@ -7,7 +7,6 @@ use ccm_provider_sdk::LbOutcome;
 use ccm_provider_sdk::proto;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -137,12 +136,11 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Updat
                     "LoadBalancerNotFound",
                     "The load balancer no longer exists in the cloud; recreating it",
                 );
-                // Without a write (the condition already says so) no watch
-                // event follows.
-                let writes = decide::condition_update(svc, &missing, Time(super::now())).is_some();
                 match lb.publish(svc, &missing, None).await {
-                    Ok(()) if writes => Update::EnsureOnWatch,
-                    Ok(()) => Update::EnsureNow,
+                    Ok(true) => Update::EnsureOnWatch,
+                    // Nothing written (the condition said so already): no
+                    // watch event follows.
+                    Ok(false) => Update::EnsureNow,
                     Err(e) => {
                         tracing::warn!(service = %key, error = %e, "updating the LoadBalancerReady condition");
                         Update::EnsureNow

@@ -329,13 +329,13 @@ impl Lb {
     }
 
     /// Writes the condition (and, with `ingress`, the ingress) when either
-    /// differs from what the Service shows.
+    /// differs from what the Service shows; says whether it wrote.
     async fn publish(
         &self,
         svc: &Service,
         standing: &Standing,
         ingress: Option<Vec<k8s_openapi::api::core::v1::LoadBalancerIngress>>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<bool, SyncError> {
         let mut status = serde_json::Map::new();
         if let Some(c) = decide::condition_update(svc, standing, Time(now())) {
             status.insert("conditions".into(), json!([c]));
@@ -346,14 +346,15 @@ impl Lb {
             status.insert("loadBalancer".into(), json!({ "ingress": ingress }));
         }
         if status.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         self.patch_status(
             svc,
             json!({ "status": status }),
             "update load balancer status",
         )
-        .await
+        .await?;
+        Ok(true)
     }
 
     /// Ensures the load balancer. `record` is this Service's, held.

@@ -40,8 +40,8 @@ pub fn node_ref(field: &str, node: &Option<NodeRef>) -> Checked<NodeRef> {
 }
 
 /// Every node of a load balancer call is checked, so a call with 1,000
-/// backends checks 1,000 nodes: without copying them, and with field names
-/// built only for the node that fails.
+/// backends checks 1,000 nodes: without copying them, and with the
+/// indexed field name (`nodes[i]…`) built only for a node that fails.
 pub fn node_refs(field: &str, nodes: &[NodeRef]) -> Checked {
     for (i, n) in nodes.iter().enumerate() {
         if node_fields("", n).is_err() {
@@ -238,6 +238,26 @@ mod tests {
             session_affinity: SessionAffinity::None as i32,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_broken_node_of_many_is_named_by_its_index() {
+        let node = |name: &str| NodeRef {
+            name: name.into(),
+            addresses: vec![NodeAddress {
+                r#type: NodeAddressType::InternalIp as i32,
+                address: "10.0.0.1".into(),
+            }],
+            ..Default::default()
+        };
+        let mut nodes: Vec<NodeRef> = (0..5).map(|i| node(&format!("n{i}"))).collect();
+        node_refs("nodes", &nodes).unwrap();
+        nodes[3].addresses[0].address = "not-an-ip".into();
+        let err = node_refs("nodes", &nodes).unwrap_err();
+        assert_eq!(err.field, "nodes[3].addresses[0].address", "{err}");
+        nodes[1].name.clear();
+        let err = node_refs("nodes", &nodes).unwrap_err();
+        assert_eq!(err.field, "nodes[1].name", "the first one that fails");
     }
 
     #[test]

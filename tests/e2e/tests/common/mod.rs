@@ -25,7 +25,8 @@ pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The pod network the route controller is responsible for.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
 pub use ccm_testsupport::{
-    DEADLINE, UNINITIALIZED, eventually, eventually_within, kubelet_node, lb_service, wait_until,
+    DEADLINE, UNINITIALIZED, eventually, eventually_within, free_port, kubelet_node, lb_service,
+    wait_until,
 };
 
 pub struct Harness {
@@ -310,15 +311,6 @@ pub async fn admin_get(port: u16, path: &str) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(out)
-}
-
-/// A loopback port nothing listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A provider process on a socket of its own, killed when dropped.
