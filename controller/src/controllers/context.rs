@@ -8,6 +8,8 @@ use std::sync::Arc;
 use ccm_provider_sdk::ProviderClient;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use super::events::{self, Delivery, EventSink};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
@@ -19,7 +21,7 @@ pub struct Context {
     pub provider: ProviderClient,
     pub nodes: Store<Node>,
     pub cluster_name: String,
-    pub recorder: Recorder,
+    pub events: EventSink,
     /// The field manager of this controller's writes.
     pub manager: &'static str,
     pub metrics: ControllerMetrics,
@@ -33,6 +35,7 @@ impl Context {
         cluster_name: String,
         manager: &'static str,
         metrics: ControllerMetrics,
+        delivery: Delivery,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -41,12 +44,18 @@ impl Context {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
+        let events = EventSink::new(
+            recorder,
+            delivery,
+            events::QUEUE_CAPACITY,
+            metrics.events_dropped.clone(),
+        );
         Arc::new(Context {
             client,
             provider,
             nodes,
             cluster_name,
-            recorder,
+            events,
             manager,
             metrics,
         })
@@ -60,7 +69,8 @@ impl Context {
         }
     }
 
-    /// Publishes an Event; failures are logged, never fatal.
+    /// Hands an Event to this controller's [`EventSink`]; it never fails
+    /// the caller.
     pub async fn event<K>(
         &self,
         obj: &K,
@@ -78,8 +88,6 @@ impl Context {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
-            tracing::warn!(reason, error = %e, "failed to publish event");
-        }
+        self.events.send(ev, obj.object_ref(&())).await;
     }
 }

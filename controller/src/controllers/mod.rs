@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod cloud_node;
 pub mod context;
+pub mod events;
 pub mod node_lifecycle;
 pub mod node_route;
 pub mod pv_label;
@@ -60,6 +61,7 @@ pub fn start(
         args.cluster_name.clone(),
         name.canonical(),
         shared.metrics.clone(),
+        events::Delivery::Queued,
     );
     match name {
         ControllerName::CloudNode => cloud_node::run(

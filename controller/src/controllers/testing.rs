@@ -162,6 +162,7 @@ pub fn context(client: Client, provider: &Provider, nodes: Vec<Node>) -> Arc<Con
         "kubernetes".into(),
         "test-controller",
         ControllerMetrics::register(&mut registry),
+        super::events::Delivery::Inline,
     )
 }
 

@@ -226,6 +226,9 @@ pub struct ControllerMetrics {
     /// `ccm_load_balancer_orphans_deleted_total`: load balancers of this
     /// cluster deleted because no Service wants them.
     pub orphans_deleted: Counter,
+    /// `ccm_events_dropped_total`: Events not written because a
+    /// controller's event queue was full.
+    pub events_dropped: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -243,6 +246,7 @@ impl ControllerMetrics {
             route_syncs: Counter::default(),
             orphan_sweeps: Family::default(),
             orphans_deleted: Counter::default(),
+            events_dropped: Counter::default(),
         };
         // prometheus-client appends `_total` to counters.
         registry.register(
@@ -274,6 +278,11 @@ impl ControllerMetrics {
             "ccm_load_balancer_orphans_deleted",
             "Load balancers of this cluster deleted because no Service wants them",
             m.orphans_deleted.clone(),
+        );
+        registry.register(
+            "ccm_events_dropped",
+            "Events not written because a controller's event queue was full",
+            m.events_dropped.clone(),
         );
         m
     }
