@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::{BACKEND_COALESCE, Lb, Record, decide};
+use super::{BACKEND_COALESCE_MAX, BACKEND_QUIET, Lb, Record, decide};
 
 /// Calls UpdateLoadBalancer for every Service this process ensured whose
 /// backends differ from the current node set. Returns how many it updated.
@@ -169,6 +169,25 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Updat
     }
 }
 
+/// Waits for a node change, then until the node set has been quiet for
+/// [`BACKEND_QUIET`] or [`BACKEND_COALESCE_MAX`] has passed since that
+/// first change. False once the node watch is gone.
+async fn settled(changes: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+    if changes.changed().await.is_err() {
+        return false;
+    }
+    changes.mark_unchanged();
+    let latest = tokio::time::Instant::now() + BACKEND_COALESCE_MAX;
+    loop {
+        let until = latest.min(tokio::time::Instant::now() + BACKEND_QUIET);
+        match tokio::time::timeout_at(until, changes.changed()).await {
+            Ok(Ok(())) => changes.mark_unchanged(),
+            Ok(Err(_)) => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
 /// Keeps every load balancer's backends equal to the node set.
 pub(super) async fn follow_nodes(
     lb: Arc<Lb>,
@@ -176,9 +195,7 @@ pub(super) async fn follow_nodes(
     mut node_changes: tokio::sync::watch::Receiver<u64>,
     workers: usize,
 ) {
-    while node_changes.changed().await.is_ok() {
-        tokio::time::sleep(BACKEND_COALESCE).await;
-        node_changes.mark_unchanged();
+    while settled(&mut node_changes).await {
         let pass = std::time::Instant::now();
         let updated = sync_backends(&lb, &services, workers).await;
         lb.ctx
@@ -192,5 +209,66 @@ pub(super) async fn follow_nodes(
         if updated > 0 {
             tracing::info!(services = updated, "updated load balancer backends");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_change_is_acted_on_once_the_set_is_quiet() {
+        let (tx, mut rx) = tokio::sync::watch::channel(0u64);
+        let start = Instant::now();
+        tx.send_modify(|n| *n += 1);
+        assert!(settled(&mut rx).await);
+        assert_eq!(start.elapsed(), BACKEND_QUIET);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_close_together_are_one_pass() {
+        let (tx, mut rx) = tokio::sync::watch::channel(0u64);
+        let start = Instant::now();
+        tx.send_modify(|n| *n += 1);
+        let joins = tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                tx.send_modify(|n| *n += 1);
+            }
+            tx
+        });
+        assert!(settled(&mut rx).await);
+        assert_eq!(start.elapsed(), Duration::from_millis(90) + BACKEND_QUIET);
+        let _tx = joins.await.unwrap();
+        assert!(!rx.has_changed().unwrap(), "the pass covers every change");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_set_that_never_settles_still_gets_a_pass_a_second() {
+        let (tx, mut rx) = tokio::sync::watch::channel(0u64);
+        let start = Instant::now();
+        tx.send_modify(|n| *n += 1);
+        let churn = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if tx.send(0).is_err() {
+                    return;
+                }
+            }
+        });
+        assert!(settled(&mut rx).await);
+        assert_eq!(start.elapsed(), BACKEND_COALESCE_MAX);
+        churn.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_ends_with_the_node_watch() {
+        let (tx, mut rx) = tokio::sync::watch::channel(0u64);
+        drop(tx);
+        assert!(!settled(&mut rx).await);
     }
 }

@@ -42,9 +42,14 @@ use super::workqueue::{self, Action};
 use crate::k8s::node;
 use decide::{SpecError, Standing};
 
-/// How long the backend loop waits after a node change for more changes,
-/// so a burst (a node pool scaling) becomes one update per Service.
-const BACKEND_COALESCE: Duration = Duration::from_secs(1);
+/// The backend loop starts its pass once the node set has been quiet this
+/// long: a Node's join (created, then given its providerID and labels a
+/// few milliseconds later) becomes one update per Service, not three.
+const BACKEND_QUIET: Duration = Duration::from_millis(100);
+
+/// ... and at the latest this long after the first change, so a node set
+/// that never stops changing (a pool scaling) still gets one pass a second.
+const BACKEND_COALESCE_MAX: Duration = Duration::from_secs(1);
 
 /// The shortest and longest wait a provider's RETRY_AFTER can ask for.
 const RETRY_AFTER_BOUNDS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(600));
