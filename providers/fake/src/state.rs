@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
@@ -196,6 +197,51 @@ pub struct LbPort {
     pub node_port: i32,
 }
 
+/// Node names receiving traffic, sorted. Load balancers given the same
+/// nodes share one list: 1,000 load balancers over the same 1,000 Nodes
+/// hold one copy of the names, not a million.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(from = "Vec<String>", into = "Vec<String>")]
+pub struct Backends(Arc<[String]>);
+
+impl From<Vec<String>> for Backends {
+    fn from(names: Vec<String>) -> Self {
+        Backends(names.into())
+    }
+}
+
+impl From<Backends> for Vec<String> {
+    fn from(b: Backends) -> Self {
+        b.0.to_vec()
+    }
+}
+
+impl std::ops::Deref for Backends {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl PartialEq for Backends {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl PartialEq<Vec<String>> for Backends {
+    fn eq(&self, other: &Vec<String>) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl<const N: usize> PartialEq<[&str; N]> for Backends {
+    fn eq(&self, other: &[&str; N]) -> bool {
+        self.0.len() == N && self.0.iter().zip(other).all(|(a, b)| a == b)
+    }
+}
+
 /// A load balancer as the cloud knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadBalancer {
@@ -207,8 +253,7 @@ pub struct LoadBalancer {
     pub name: String,
     pub ip: Ipv4Addr,
     pub ports: Vec<LbPort>,
-    /// Node names receiving traffic, sorted.
-    pub backends: Vec<String>,
+    pub backends: Backends,
     pub source_ranges: Vec<String>,
     pub internal: bool,
     pub health_check_path: Option<String>,
@@ -352,6 +397,9 @@ pub(crate) struct State {
     routes: BTreeMap<(String, String), RouteRecord>,
     /// The newest fencing token seen, by cluster name.
     leaders: BTreeMap<String, FencingToken>,
+    /// The backend list handed out last, shared by the next load balancer
+    /// given the same nodes.
+    last_backends: Backends,
     /// Set by every change to the cloud (not to readiness), cleared once
     /// the change is in the state file.
     pub(crate) dirty: bool,
@@ -462,11 +510,6 @@ fn protocol_from_name(name: &str) -> Protocol {
     Protocol::from_str_name(&format!("PROTOCOL_{name}")).unwrap_or(Protocol::Unspecified)
 }
 
-fn backends(nodes: &[NodeRef]) -> Vec<String> {
-    let set: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
-    set.into_iter().collect()
-}
-
 fn key(cluster: &str, other: &str) -> (String, String) {
     (cluster.to_owned(), other.to_owned())
 }
@@ -497,6 +540,7 @@ impl State {
             lbs: BTreeMap::new(),
             routes: BTreeMap::new(),
             leaders: BTreeMap::new(),
+            last_backends: Backends::default(),
             dirty: false,
             config,
         }
@@ -868,6 +912,7 @@ impl State {
         }
         let (options, warnings) = lb_options(service)?;
         let k = key(cluster, &service.uid);
+        let backends = self.backends(nodes);
         let existing = self.lbs.get(&k);
         let ip = self.choose_ip(service, existing.map(|lb| lb.ip))?;
         let generation = existing.map_or(0, |lb| lb.generation);
@@ -888,7 +933,7 @@ impl State {
                     node_port: p.node_port,
                 })
                 .collect(),
-            backends: backends(nodes),
+            backends,
             source_ranges: service.load_balancer_source_ranges.clone(),
             internal: options.internal,
             health_check_path: options.health_check_path,
@@ -926,6 +971,7 @@ impl State {
         if let Some(message) = self.elsewhere(service) {
             return Ok(LbAnswer::implemented_elsewhere(message));
         }
+        let wanted = self.backends(nodes);
         let lb = self.lbs.get_mut(&key(cluster, &service.uid)).ok_or_else(|| {
             ProviderError::not_found(format!(
                 "load balancer {} for service {}/{} does not exist; EnsureLoadBalancer creates it",
@@ -934,13 +980,33 @@ impl State {
                 service.name
             ))
         })?;
-        let wanted = backends(nodes);
         if lb.backends != wanted {
             lb.backends = wanted;
             lb.generation += 1;
             self.dirty = true;
         }
         Ok(LbAnswer::done(()))
+    }
+
+    /// The sorted, distinct names of `nodes`, sharing the last list handed
+    /// out when they are the same.
+    fn backends(&mut self, nodes: &[NodeRef]) -> Backends {
+        let names: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let same = names.len() == self.last_backends.len()
+            && names
+                .iter()
+                .zip(self.last_backends.iter())
+                .all(|(a, b)| a == b);
+        if !same {
+            self.last_backends = Backends(
+                names
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+        }
+        self.last_backends.clone()
     }
 
     pub(crate) fn delete_lb(&mut self, cluster: &str, service: &Service) {
@@ -1169,6 +1235,27 @@ mod tests {
         assert_ne!(other, ip_of(a));
         assert_eq!(s.list_lbs("k").len(), 1);
         assert_ne!(s.list_lbs("k")[0].name, s.list_lbs("k2")[0].name);
+    }
+
+    #[test]
+    fn load_balancers_over_the_same_nodes_share_one_backend_list() {
+        let mut s = state(FakeConfig::default());
+        let nodes = [node("n2"), node("n1"), node("n1")];
+        for uid in ["a", "b", "c"] {
+            s.ensure_lb("k", &svc(uid), &nodes).unwrap();
+        }
+        s.update_lb("k", &svc("c"), &[node("n3")]).unwrap();
+        s.update_lb("k", &svc("b"), &[node("n1"), node("n2")])
+            .unwrap();
+        let lbs = s.dump().load_balancers;
+        assert_eq!(lbs[0].backends, ["n1", "n2"]);
+        assert!(Arc::ptr_eq(&lbs[0].backends.0, &lbs[1].backends.0));
+        assert_eq!(lbs[2].backends, ["n3"]);
+        // Stored as a plain list.
+        let json = serde_json::to_value(&lbs[0]).unwrap();
+        assert_eq!(json["backends"], serde_json::json!(["n1", "n2"]));
+        let back: LoadBalancer = serde_json::from_value(json).unwrap();
+        assert_eq!(back, lbs[0]);
     }
 
     #[test]
