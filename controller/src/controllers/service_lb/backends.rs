@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use ccm_provider_sdk::LbOutcome;
-use ccm_provider_sdk::proto;
+use ccm_provider_sdk::{LbOutcome, NodeSet};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::events::EventType;
@@ -47,7 +46,7 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                let outcome = update_one(lb, &svc, backends.nodes.as_ref().clone()).await;
+                let outcome = update_one(lb, &svc, &backends.nodes).await;
                 if outcome != Update::Done {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
@@ -79,7 +78,7 @@ enum Update {
 /// that still exists gets upstream's `UpdateLoadBalancerFailed`, a missing
 /// one `LoadBalancerNotFound` (upstream counts that as success); either
 /// asks for a full Ensure, which retries or recreates it.
-async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Update {
+async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
     let key = decide::key(svc);
     let request = match decide::to_proto(svc) {
         Ok(r) => r,
@@ -88,7 +87,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Updat
     let ctx = &lb.ctx;
     match ctx
         .provider
-        .update_load_balancer(&ctx.cluster_name, request.clone(), nodes.clone())
+        .update_load_balancer(&ctx.cluster_name, request.clone(), nodes)
         .await
     {
         Ok(answer) => {
@@ -154,7 +153,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: Vec<proto::NodeRef>) -> Updat
                     "UpdateLoadBalancerFailed",
                     format!(
                         "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
-                        decide::node_names_for_event(&nodes),
+                        decide::node_names_for_event(nodes.nodes()),
                         nodes.len()
                     ),
                 )

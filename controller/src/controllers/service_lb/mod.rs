@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::proto::{self, ErrorReason};
-use ccm_provider_sdk::{ClientError, LbOutcome};
+use ccm_provider_sdk::{ClientError, LbOutcome, NodeSet};
 use futures::TryStreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Service;
@@ -161,7 +161,7 @@ struct Record {
 /// The backend nodes as sent to the provider, with their digest.
 #[derive(Clone)]
 struct Backends {
-    nodes: Arc<Vec<proto::NodeRef>>,
+    nodes: NodeSet,
     digest: decide::BackendDigest,
 }
 
@@ -219,7 +219,7 @@ impl Lb {
         let nodes = decide::backends(nodes.iter().map(|n| n.as_ref()));
         let backends = Backends {
             digest: decide::backend_set(&nodes),
-            nodes: Arc::new(nodes),
+            nodes: NodeSet::new(nodes),
         };
         *cache = Some((key, backends.clone()));
         backends
@@ -411,8 +411,7 @@ impl Lb {
         }
 
         let backends = self.current_backends();
-        let nodes: Vec<proto::NodeRef> = backends.nodes.as_ref().clone();
-        if nodes.is_empty() {
+        if backends.nodes.is_empty() {
             self.event(
                 svc,
                 EventType::Warning,
@@ -425,7 +424,7 @@ impl Lb {
         let answer = self
             .ctx
             .provider
-            .ensure_load_balancer(&self.ctx.cluster_name, request, nodes)
+            .ensure_load_balancer(&self.ctx.cluster_name, request, &backends.nodes)
             .await
             .map_err(provider("ensure load balancer"))?;
         self.provider_warnings(svc, &answer.warnings).await;

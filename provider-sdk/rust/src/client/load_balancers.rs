@@ -3,13 +3,13 @@
 //! and the listing of all of them.
 
 use super::call::Rpc;
+use super::node_set::{Ensure, NodeSet, Update, WithNodes};
 use super::{ClientError, ProviderClient};
 use crate::proto::{
-    Capability, EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerRequest,
-    GetLoadBalancerNameRequest, GetLoadBalancerRequest, GetLoadBalancerResponse,
-    ImplementedElsewhere, ListLoadBalancersRequest, LoadBalancerExistence, LoadBalancerStatus,
-    NodeRef, Service, UpdateLoadBalancerRequest, Warning, ensure_load_balancer_response,
-    update_load_balancer_response,
+    Capability, EnsureLoadBalancerDeletedRequest, GetLoadBalancerNameRequest,
+    GetLoadBalancerRequest, GetLoadBalancerResponse, ImplementedElsewhere,
+    ListLoadBalancersRequest, LoadBalancerExistence, LoadBalancerStatus, Service, Warning,
+    ensure_load_balancer_response, update_load_balancer_response,
 };
 use crate::provider::{LbAnswer, LbOutcome, LoadBalancerEntry};
 use crate::validate::{self, Checked, violation};
@@ -59,15 +59,11 @@ impl ProviderClient {
         &self,
         cluster_name: &str,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: impl Into<NodeSet>,
     ) -> Result<LbAnswer<LoadBalancerStatus>, ClientError> {
         use ensure_load_balancer_response::Result as Answer;
         let rpc = mutation(cluster_name, &service);
-        let request = EnsureLoadBalancerRequest {
-            cluster_name: cluster_name.to_owned(),
-            service: Some(service),
-            nodes,
-        };
+        let request = WithNodes::<Ensure>::new(cluster_name.to_owned(), service, nodes.into());
         self.call(rpc, request, |r| {
             lb_answer(r.result, r.warnings, |result| match result {
                 Answer::Status(s) => {
@@ -84,15 +80,11 @@ impl ProviderClient {
         &self,
         cluster_name: &str,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: impl Into<NodeSet>,
     ) -> Result<LbAnswer<()>, ClientError> {
         use update_load_balancer_response::Result as Answer;
         let rpc = mutation(cluster_name, &service);
-        let request = UpdateLoadBalancerRequest {
-            cluster_name: cluster_name.to_owned(),
-            service: Some(service),
-            nodes,
-        };
+        let request = WithNodes::<Update>::new(cluster_name.to_owned(), service, nodes.into());
         self.call(rpc, request, |r| {
             lb_answer(r.result, r.warnings, |result| match result {
                 Answer::Updated(_) => Ok(LbOutcome::Done(())),

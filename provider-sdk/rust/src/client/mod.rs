@@ -18,6 +18,7 @@ mod identity;
 mod instances;
 mod key_locks;
 mod load_balancers;
+mod node_set;
 mod options;
 mod pages;
 mod routes;
@@ -32,6 +33,7 @@ use tonic::transport::Channel;
 
 pub use error::ClientError;
 pub use identity::Handshake;
+pub use node_set::NodeSet;
 pub use options::{CallObserver, ClientOptions, MutationGate};
 
 use crate::endpoint::socket_path;

@@ -87,8 +87,6 @@ unary_rpcs! {
 
     "GetLoadBalancer": GetLoadBalancerRequest -> GetLoadBalancerResponse, LoadBalancerServiceClient::get_load_balancer;
     "GetLoadBalancerName": GetLoadBalancerNameRequest -> GetLoadBalancerNameResponse, LoadBalancerServiceClient::get_load_balancer_name;
-    "EnsureLoadBalancer": EnsureLoadBalancerRequest -> EnsureLoadBalancerResponse, LoadBalancerServiceClient::ensure_load_balancer;
-    "UpdateLoadBalancer": UpdateLoadBalancerRequest -> UpdateLoadBalancerResponse, LoadBalancerServiceClient::update_load_balancer;
     "EnsureLoadBalancerDeleted": EnsureLoadBalancerDeletedRequest -> EnsureLoadBalancerDeletedResponse, LoadBalancerServiceClient::ensure_load_balancer_deleted;
     "ListLoadBalancers": ListLoadBalancersRequest -> ListLoadBalancersResponse, LoadBalancerServiceClient::list_load_balancers;
 

@@ -133,9 +133,13 @@ pub fn labels<'a>(
     labels: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Checked {
     for (k, v) in labels {
-        let f = format!("{field}[{k}]");
-        label_key(&f, k)?;
-        label_value(&f, v)?;
+        super::lazily(
+            |f| {
+                label_key(f, k)?;
+                label_value(f, v)
+            },
+            || format!("{field}[{k}]"),
+        )?;
     }
     Ok(())
 }

@@ -6,14 +6,14 @@ use std::net::IpAddr;
 use super::fields::{
     annotations, cidr, ip, is_dns_subdomain, known_enum, labels, name, optional_enum, required,
 };
-use super::{Checked, violation};
+use super::{Checked, lazily, violation};
 use crate::proto::{
     IpFamily, IpFamilyPolicy, LoadBalancerStatus, NodeAddress, NodeAddressType, NodeRef, Protocol,
     Route, Service, SessionAffinity, TrafficPolicy,
 };
 
 pub fn node_address(field: &str, a: &NodeAddress) -> Checked {
-    let ty: NodeAddressType = known_enum(&format!("{field}.type"), a.r#type)?;
+    let ty: NodeAddressType = lazily(|f| known_enum(f, a.r#type), || format!("{field}.type"))?;
     if a.address.is_empty() {
         return Err(violation(format!("{field}.address"), "is required"));
     }
@@ -21,14 +21,14 @@ pub fn node_address(field: &str, a: &NodeAddress) -> Checked {
         ty,
         NodeAddressType::InternalIp | NodeAddressType::ExternalIp
     ) {
-        ip(&format!("{field}.address"), &a.address)?;
+        lazily(|f| ip(f, &a.address), || format!("{field}.address"))?;
     }
     Ok(())
 }
 
 pub fn node_addresses(field: &str, addresses: &[NodeAddress]) -> Checked {
     for (i, a) in addresses.iter().enumerate() {
-        node_address(&format!("{field}[{i}]"), a)?;
+        lazily(|f| node_address(f, a), || format!("{field}[{i}]"))?;
     }
     Ok(())
 }
@@ -40,22 +40,26 @@ pub fn node_ref(field: &str, node: &Option<NodeRef>) -> Checked<NodeRef> {
 }
 
 /// Every node of a load balancer call is checked, so a call with 1,000
-/// backends checks 1,000 nodes: without copying them, and with the
-/// indexed field name (`nodes[i]…`) built only for a node that fails.
+/// backends checks 1,000 nodes: without copying them, and with field names
+/// (`nodes[i].labels[k]`) built only for a part that fails.
 pub fn node_refs(field: &str, nodes: &[NodeRef]) -> Checked {
     for (i, n) in nodes.iter().enumerate() {
-        if node_fields("", n).is_err() {
-            node_fields(&format!("{field}[{i}]"), n)?;
-        }
+        lazily(|f| node_fields(f, n), || format!("{field}[{i}]"))?;
     }
     Ok(())
 }
 
 fn node_fields(field: &str, n: &NodeRef) -> Checked {
-    name(&format!("{field}.name"), &n.name)?;
-    node_addresses(&format!("{field}.addresses"), &n.addresses)?;
-    labels(&format!("{field}.labels"), &n.labels)?;
-    annotations(&format!("{field}.annotations"), &n.annotations)
+    lazily(|f| name(f, &n.name), || format!("{field}.name"))?;
+    lazily(
+        |f| node_addresses(f, &n.addresses),
+        || format!("{field}.addresses"),
+    )?;
+    lazily(|f| labels(f, &n.labels), || format!("{field}.labels"))?;
+    lazily(
+        |f| annotations(f, &n.annotations),
+        || format!("{field}.annotations"),
+    )
 }
 
 pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked {

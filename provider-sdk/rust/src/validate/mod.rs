@@ -32,6 +32,16 @@ pub(crate) fn violation(field: impl Into<String>, problem: impl Into<String>) ->
     }
 }
 
+/// Runs `check` with an empty field name, and again with `field()` only if
+/// it fails: checks that run for every node of every load balancer call
+/// build no field names while the input is valid.
+pub(crate) fn lazily<T>(
+    check: impl Fn(&str) -> Checked<T>,
+    field: impl FnOnce() -> String,
+) -> Checked<T> {
+    check("").or_else(|_| check(&field()))
+}
+
 /// Longest object name accepted (Kubernetes' DNS-1123 subdomain limit).
 pub const MAX_NAME_BYTES: usize = 253;
 /// Largest total size of one object's annotations (Kubernetes' limit).
