@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use ccm_provider_conformance::Outcome;
+use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeAddressType,
     NodeRef, Route, Service, Volume, Warning, Zone,
@@ -99,7 +100,7 @@ impl LoadBalancers for Tiny {
         _: CallContext,
         cluster: String,
         s: Service,
-        _: Vec<NodeRef>,
+        _: NodeSet,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         let mut lbs = self.lbs.lock().unwrap();
         let n = lbs.len() as u8;
@@ -122,7 +123,7 @@ impl LoadBalancers for Tiny {
         _: CallContext,
         cluster: String,
         s: Service,
-        _: Vec<NodeRef>,
+        _: NodeSet,
     ) -> ProviderResult<LbAnswer<()>> {
         if !self.lbs.lock().unwrap().contains_key(&(cluster, s.uid)) {
             return Err(ProviderError::not_found("no such load balancer"));

@@ -26,6 +26,7 @@ CASES = [
     ProviderError.credentials_invalid("no token", code=grpc.StatusCode.UNAUTHENTICATED),
     ProviderError.invalid_request("node.name", "is required"),
     ProviderError.not_leader(FencingToken(9, "cp-2_beef")),
+    ProviderError.node_set_unknown("sha256-00"),
     ProviderError.not_found("no load balancer to update"),
     ProviderError.internal("bug"),
     ProviderError.unimplemented("nope"),

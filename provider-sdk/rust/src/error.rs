@@ -179,6 +179,17 @@ impl ProviderError {
         e
     }
 
+    /// A load balancer call named a node set this provider does not hold
+    /// (`FAILED_PRECONDITION` / `NODE_SET_UNKNOWN`): the controller puts the
+    /// set again and repeats the call.
+    pub fn node_set_unknown(id: &str) -> Self {
+        Self::new(
+            Code::FailedPrecondition,
+            Some(ErrorReason::NodeSetUnknown),
+            format!("node set {id:?} is not held by this provider; put it with PutNodeSet"),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(Code::Internal, None, message)
     }

@@ -101,6 +101,7 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod fencing;
+pub mod node_set;
 #[cfg(feature = "server")]
 pub mod paginate;
 pub mod provider;
@@ -114,10 +115,11 @@ pub mod validate;
 pub use ccm_proto::v1 as proto;
 
 #[cfg(feature = "client")]
-pub use client::{ClientError, ClientOptions, Handshake, NodeSet, ProviderClient};
+pub use client::{ClientError, ClientOptions, Handshake, ProviderClient};
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;
+pub use node_set::NodeSet;
 pub use provider::{
     CallContext, Cancellation, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome,
     LoadBalancerEntry, LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes,

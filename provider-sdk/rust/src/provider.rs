@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::ProviderResult;
 use crate::fencing::FencingToken;
+use crate::node_set::NodeSet;
 use crate::proto::{
     AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
     Warning, Zone,
@@ -238,20 +239,24 @@ pub trait LoadBalancers: Send + Sync + 'static {
         }
     }
 
+    /// `nodes` derefs to `[NodeRef]`, checked. It is shared, not copied: the
+    /// SDK keeps the sets the controller puts (PutNodeSet) and hands the
+    /// same set to every call that names it.
     fn ensure_load_balancer(
         &self,
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> impl Future<Output = ProviderResult<LbAnswer<LoadBalancerStatus>>> + Send;
 
+    /// `nodes` as in [`LoadBalancers::ensure_load_balancer`].
     fn update_load_balancer(
         &self,
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> impl Future<Output = ProviderResult<LbAnswer<()>>> + Send;
 
     /// Succeeds when nothing exists. Returns warnings only.

@@ -127,6 +127,13 @@ impl load_balancer_service_server::LoadBalancerService for BadLbs {
             warnings: vec![],
         }))
     }
+    async fn put_node_set(
+        &self,
+        _: Request<ccm_provider_sdk::proto::PutNodeSetRequest>,
+    ) -> Result<Response<ccm_provider_sdk::proto::PutNodeSetResponse>, Status> {
+        Err(Status::unimplemented("no node sets"))
+    }
+
     async fn update_load_balancer(
         &self,
         _: Request<UpdateLoadBalancerRequest>,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     self, Capability, InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress,
     NodeAddressType, NodeRef, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
@@ -111,7 +112,7 @@ impl LoadBalancers for TestCloud {
         _: CallContext,
         _: String,
         _: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         Ok(LbAnswer::done(LoadBalancerStatus {
             ingress: vec![LoadBalancerIngress {
@@ -127,7 +128,7 @@ impl LoadBalancers for TestCloud {
         _: CallContext,
         _: String,
         _: Service,
-        _: Vec<NodeRef>,
+        _: NodeSet,
     ) -> ProviderResult<LbAnswer<()>> {
         Ok(LbAnswer::implemented_elsewhere("another controller"))
     }
@@ -235,7 +236,11 @@ async fn typed_round_trip_with_derived_capabilities() {
     assert_eq!(h.info.contract_version, proto::CONTRACT_VERSION);
     assert_eq!(
         h.capabilities.iter().copied().collect::<Vec<_>>(),
-        vec![Capability::Instances, Capability::LoadBalancers]
+        vec![
+            Capability::Instances,
+            Capability::LoadBalancers,
+            Capability::NodeSets
+        ]
     );
     assert_eq!(
         c.instance_exists(node("vm-1")).await.unwrap(),
@@ -576,4 +581,138 @@ async fn invalid_requests_are_rejected_naming_the_field_before_the_provider_runs
         "provider never called"
     );
     server.stop().await;
+}
+
+/// Counts the calls of each method the client made, by their answer code.
+#[derive(Default)]
+struct Calls(std::sync::Mutex<Vec<(&'static str, tonic::Code)>>);
+
+impl ccm_provider_sdk::client::CallObserver for Calls {
+    fn observe(&self, method: &'static str, code: tonic::Code, _: Duration) {
+        self.0.lock().unwrap().push((method, code));
+    }
+}
+
+impl Calls {
+    fn of(&self, method: &str) -> Vec<tonic::Code> {
+        let calls = self.0.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(m, _)| *m == method)
+            .map(|(_, c)| *c)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_node_set_is_put_once_and_named_by_id_until_the_provider_forgets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = socket(&dir);
+    let running = serve(
+        &path,
+        TestCloud {
+            version: "1",
+            ..Default::default()
+        },
+        true,
+    )
+    .await;
+    let calls = Arc::new(Calls::default());
+    let c = client(
+        &path,
+        ClientOptions {
+            observer: Some(calls.clone()),
+            ..Default::default()
+        },
+    );
+    assert!(c.handshake().await.unwrap().has(Capability::NodeSets));
+
+    // TestCloud's Ensure reports how many backends it was handed.
+    let backends = |answer: LbAnswer<LoadBalancerStatus>| answer.warnings[0].message.clone();
+    let three = NodeSet::new(vec![node("vm-1"), node("vm-2"), node("vm-3")]);
+    for _ in 0..3 {
+        let answer = c
+            .ensure_load_balancer("k", service(), &three)
+            .await
+            .unwrap();
+        assert_eq!(backends(answer), "3 backends");
+    }
+    assert_eq!(calls.of("PutNodeSet"), [tonic::Code::Ok], "put once");
+    assert_eq!(calls.of("EnsureLoadBalancer").len(), 3);
+
+    // Another client puts 8 other sets: the provider keeps the newest 8
+    // and forgets ours. Our next call is told so, puts the set again and
+    // repeats.
+    let other = client(&path, ClientOptions::default());
+    for i in 0..8 {
+        let set = NodeSet::new(vec![node(&format!("vm-other-{i}"))]);
+        other
+            .ensure_load_balancer("k", service(), set)
+            .await
+            .unwrap();
+    }
+    let answer = c
+        .ensure_load_balancer("k", service(), &three)
+        .await
+        .unwrap();
+    assert_eq!(backends(answer), "3 backends");
+    assert_eq!(
+        calls.of("EnsureLoadBalancer")[3..],
+        [tonic::Code::FailedPrecondition, tonic::Code::Ok]
+    );
+    assert_eq!(calls.of("PutNodeSet").len(), 2);
+
+    // Sets are per cluster: the same set for another cluster is put anew.
+    c.ensure_load_balancer("k2", service(), &three)
+        .await
+        .unwrap();
+    assert_eq!(calls.of("PutNodeSet").len(), 3);
+
+    // Inline nodes still work for any caller that sends them.
+    let raw = proto::EnsureLoadBalancerRequest {
+        cluster_name: "k".into(),
+        service: Some(service()),
+        nodes: vec![node("vm-9")],
+        node_set_id: String::new(),
+    };
+    let channel = tonic::transport::Endpoint::from_static("http://provider")
+        .connect_with_connector(tower::service_fn({
+            let path = path.clone();
+            move |_| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        tokio::net::UnixStream::connect(path).await?,
+                    ))
+                }
+            }
+        }))
+        .await
+        .unwrap();
+    let mut lb = proto::load_balancer_service_client::LoadBalancerServiceClient::new(channel);
+    let answer = lb
+        .ensure_load_balancer(raw.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.warnings[0].message, "1 backends");
+    // Both at once is a contract violation; an unknown id changes nothing.
+    let both = proto::EnsureLoadBalancerRequest {
+        node_set_id: three.id().to_owned(),
+        ..raw.clone()
+    };
+    let err = lb.ensure_load_balancer(both).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    let unknown = proto::EnsureLoadBalancerRequest {
+        nodes: vec![],
+        node_set_id: "sha256-0000".into(),
+        ..raw
+    };
+    let err = lb.ensure_load_balancer(unknown).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert_eq!(
+        ProviderError::from_status(&err).reason(),
+        Some(proto::ErrorReason::NodeSetUnknown)
+    );
+    running.stop().await;
 }

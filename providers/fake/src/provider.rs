@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
     Warning, Zone,
@@ -118,7 +119,7 @@ impl LoadBalancers for FakeCloud {
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         let mut answer = self
             .mutation(Method::EnsureLoadBalancer, &ctx, &cluster_name, |s| {
@@ -139,7 +140,7 @@ impl LoadBalancers for FakeCloud {
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> ProviderResult<LbAnswer<()>> {
         self.mutation(Method::UpdateLoadBalancer, &ctx, &cluster_name, |s| {
             s.update_lb(&cluster_name, &service, &nodes)

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     self, LoadBalancerIngress, LoadBalancerStatus, NodeRef, Service, SessionAffinity,
     TrafficPolicy, Warning,
@@ -369,7 +370,7 @@ impl LoadBalancers for LocalCloud {
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         self.ensure(&ctx, &cluster_name, &service, &nodes, true)
             .await
@@ -380,7 +381,7 @@ impl LoadBalancers for LocalCloud {
         ctx: CallContext,
         cluster_name: String,
         service: Service,
-        nodes: Vec<NodeRef>,
+        nodes: NodeSet,
     ) -> ProviderResult<LbAnswer<()>> {
         let answer = self
             .ensure(&ctx, &cluster_name, &service, &nodes, false)
@@ -612,7 +613,12 @@ mod tests {
         assert!(err.message().contains("uid u1"), "{}", err.message());
         // Update never creates.
         let err = c
-            .update_load_balancer(ctx(None), "c".into(), lb_svc("other", "u3"), nodes.to_vec())
+            .update_load_balancer(
+                ctx(None),
+                "c".into(),
+                lb_svc("other", "u3"),
+                nodes.to_vec().into(),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound);

@@ -345,7 +345,7 @@ mod tests {
             name: format!("{cluster}-{uid}"),
             ip: Ipv4Addr::new(198, 18, 0, 2),
             ports: Vec::new(),
-            backends: vec!["n1".into()],
+            backends: vec!["n1".to_string()].into(),
             source_ranges: Vec::new(),
             internal: false,
             health_check_path: None,

@@ -24,6 +24,7 @@ pub(super) async fn malformed_token_refused(cx: &Ctx) -> CaseResult {
         cluster_name: cx.cluster.clone(),
         service: Some(s.clone()),
         nodes: cx.nodes(0..2),
+        node_set_id: String::new(),
     });
     r.metadata_mut().insert(
         proto::FENCING_TOKEN_METADATA,
@@ -66,6 +67,7 @@ pub(super) async fn cancelled_ensure_never_lands(cx: &Ctx) -> CaseResult {
     let ensure = EnsureLoadBalancerRequest {
         cluster_name: cx.cluster.clone(),
         service: Some(s.clone()),
+        node_set_id: String::new(),
         nodes: cx.nodes(0..2),
     };
     for ms in CANCEL_AFTER_MS {

@@ -83,6 +83,10 @@ pub(super) async fn capabilities_valid(cx: &Ctx) -> CaseResult {
         "GetProviderCapabilities: CAPABILITY_LIST_LOAD_BALANCERS without CAPABILITY_LOAD_BALANCERS"
     );
     check!(
+        !cx.has(Capability::NodeSets) || cx.has(Capability::LoadBalancers),
+        "GetProviderCapabilities: CAPABILITY_NODE_SETS without CAPABILITY_LOAD_BALANCERS"
+    );
+    check!(
         !cx.has(Capability::RoutesTargetNodeAddresses) || cx.has(Capability::Routes),
         "GetProviderCapabilities: CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES without CAPABILITY_ROUTES"
     );
@@ -208,6 +212,18 @@ pub(super) async fn unadvertised_unimplemented(cx: &Ctx) -> CaseResult {
             })
         );
         expect_unimplemented("ListLoadBalancers", r)?;
+    }
+    if cx.has(Capability::LoadBalancers) && !cx.has(Capability::NodeSets) {
+        tried += 1;
+        let r = once!(
+            cx,
+            lb.put_node_set(proto::PutNodeSetRequest {
+                cluster_name: cx.cluster.clone(),
+                node_set_id: "conformance-unadvertised".into(),
+                nodes: cx.nodes(0..1),
+            })
+        );
+        expect_unimplemented("PutNodeSet", r)?;
     }
     if !cx.has(Capability::Routes) {
         tried += 1;

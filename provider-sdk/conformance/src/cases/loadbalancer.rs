@@ -5,15 +5,18 @@ use std::time::Duration;
 
 use ccm_provider_sdk::MAX_MESSAGE_BYTES;
 use ccm_provider_sdk::proto::{
-    EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerRequest, GetLoadBalancerNameRequest,
-    GetLoadBalancerRequest, ListLoadBalancersRequest, LoadBalancerExistence, LoadBalancerStatus,
-    LoadBalancerSummary, NodeRef, Service, UpdateLoadBalancerRequest,
-    ensure_load_balancer_response, update_load_balancer_response,
+    EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerRequest, ErrorReason,
+    GetLoadBalancerNameRequest, GetLoadBalancerRequest, ListLoadBalancersRequest,
+    LoadBalancerExistence, LoadBalancerStatus, LoadBalancerSummary, NodeRef, PutNodeSetRequest,
+    Service, UpdateLoadBalancerRequest, ensure_load_balancer_response,
+    update_load_balancer_response,
 };
 use ccm_provider_sdk::validate;
 use prost::Message;
 
-use crate::ctx::{CaseResult, Ctx, Verdict, check, fail, ok, rpc};
+use tonic::Code;
+
+use crate::ctx::{CaseResult, Ctx, Reasons, Verdict, check, expect_error, fail, ok, rpc};
 
 /// Idempotency repetitions.
 const REPEAT: usize = 10;
@@ -30,6 +33,7 @@ async fn ensure_ready(
         cluster_name: cx.cluster.clone(),
         service: Some(s.clone()),
         nodes,
+        node_set_id: String::new(),
     };
     loop {
         let r = ok(
@@ -149,6 +153,7 @@ pub(super) async fn ensure_idempotent(cx: &Ctx) -> CaseResult {
         cluster_name: cx.cluster.clone(),
         service: Some(s.clone()),
         nodes,
+        node_set_id: String::new(),
     };
     for i in 1..=REPEAT {
         let r = ok(
@@ -234,6 +239,7 @@ pub(super) async fn update_changed_nodes(cx: &Ctx) -> CaseResult {
                 cluster_name: cx.cluster.clone(),
                 service: Some(s.clone()),
                 nodes: cx.nodes(1..5),
+                node_set_id: String::new(),
             })
         ),
     )?;
@@ -298,6 +304,7 @@ pub(super) async fn large_message(cx: &Ctx) -> CaseResult {
         cluster_name: cx.cluster.clone(),
         service: Some(s.clone()),
         nodes: nodes.clone(),
+        node_set_id: String::new(),
     };
     let size = msg.encoded_len();
     check!(
@@ -434,6 +441,7 @@ pub(super) async fn update_never_creates(cx: &Ctx) -> CaseResult {
         lb.update_load_balancer(UpdateLoadBalancerRequest {
             cluster_name: cx.cluster.clone(),
             service: Some(s.clone()),
+            node_set_id: String::new(),
             nodes: cx.nodes(0..2),
         })
     );
@@ -450,6 +458,103 @@ pub(super) async fn update_never_creates(cx: &Ctx) -> CaseResult {
         cx,
         &s,
         "after UpdateLoadBalancer of a Service never ensured",
+    )
+    .await?;
+    cx.untrack_service(&s);
+    Ok(())
+}
+
+/// Puts `nodes` as set `id`.
+async fn put_node_set(cx: &Ctx, id: &str, nodes: Vec<NodeRef>, what: &str) -> CaseResult {
+    ok(
+        what,
+        rpc!(
+            cx,
+            lb.put_node_set(PutNodeSetRequest {
+                cluster_name: cx.cluster.clone(),
+                node_set_id: id.to_owned(),
+                nodes,
+            })
+        ),
+    )
+    .map(|_| ())
+}
+
+pub(super) async fn node_set_by_id(cx: &Ctx) -> CaseResult {
+    let s = cx.service("node-set");
+    cx.track_service(&s);
+    let first = format!("conformance-{}-a", cx.run_id);
+    let second = format!("conformance-{}-b", cx.run_id);
+    put_node_set(cx, &first, cx.nodes(0..3), "PutNodeSet").await?;
+    put_node_set(
+        cx,
+        &first,
+        cx.nodes(0..3),
+        "PutNodeSet of the same set again",
+    )
+    .await?;
+    let ensure = EnsureLoadBalancerRequest {
+        cluster_name: cx.cluster.clone(),
+        service: Some(s.clone()),
+        nodes: vec![],
+        node_set_id: first,
+    };
+    loop {
+        let r = ok(
+            "EnsureLoadBalancer naming a node set",
+            rpc!(cx, lb.ensure_load_balancer(ensure.clone())),
+        )?;
+        if !check_ensure(r.result)?.ingress.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    put_node_set(cx, &second, cx.nodes(1..5), "PutNodeSet of a second set").await?;
+    let r = ok(
+        "UpdateLoadBalancer naming a node set",
+        rpc!(
+            cx,
+            lb.update_load_balancer(UpdateLoadBalancerRequest {
+                cluster_name: cx.cluster.clone(),
+                service: Some(s.clone()),
+                nodes: vec![],
+                node_set_id: second,
+            })
+        ),
+    )?;
+    check!(
+        matches!(
+            r.result,
+            Some(update_load_balancer_response::Result::Updated(_))
+        ),
+        "UpdateLoadBalancer naming a node set: expected result updated, got {:?}",
+        r.result
+    );
+    delete_confirmed(cx, &s).await
+}
+
+pub(super) async fn node_set_unknown(cx: &Ctx) -> CaseResult {
+    let s = cx.service("node-set-unknown");
+    cx.track_service(&s);
+    let answer = rpc!(
+        cx,
+        lb.ensure_load_balancer(EnsureLoadBalancerRequest {
+            cluster_name: cx.cluster.clone(),
+            service: Some(s.clone()),
+            nodes: vec![],
+            node_set_id: format!("conformance-{}-never-put", cx.run_id),
+        })
+    );
+    expect_error(
+        "EnsureLoadBalancer naming a node set never put",
+        answer,
+        &[Code::FailedPrecondition],
+        Reasons::Required(&[ErrorReason::NodeSetUnknown]),
+    )?;
+    expect_not_exists(
+        cx,
+        &s,
+        "after EnsureLoadBalancer naming an unknown node set",
     )
     .await?;
     cx.untrack_service(&s);

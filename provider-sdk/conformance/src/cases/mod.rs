@@ -95,6 +95,8 @@ pub static CASES: &[Case] = &[
     case!("loadbalancer/address-stable-across-port-change", [LoadBalancers], loadbalancer::address_stable_across_port_change),
     case!("loadbalancer/delete-isolated", [LoadBalancers], loadbalancer::delete_isolated),
     case!("loadbalancer/update-never-creates", [LoadBalancers], loadbalancer::update_never_creates),
+    case!("loadbalancer/node-set-by-id", [LoadBalancers, NodeSets], loadbalancer::node_set_by_id),
+    case!("loadbalancer/node-set-unknown", [LoadBalancers, NodeSets], loadbalancer::node_set_unknown),
     // Fencing and cancellation.
     case!("fencing/malformed-token-refused", [LoadBalancers], fencing::malformed_token_refused),
     case!("fencing/cancelled-ensure-never-lands", [LoadBalancers], fencing::cancelled_ensure_never_lands),

@@ -71,6 +71,7 @@ async fn ensure_rejected(
             cluster_name: cluster_name.to_owned(),
             service,
             nodes: cx.nodes(0..2),
+            node_set_id: String::new(),
         })
     );
     expect_error(

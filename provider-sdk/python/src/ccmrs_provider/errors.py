@@ -47,6 +47,7 @@ class Reason:
     CREDENTIALS_INVALID = "CREDENTIALS_INVALID"
     INVALID_REQUEST = "INVALID_REQUEST"
     NOT_LEADER = "NOT_LEADER"
+    NODE_SET_UNKNOWN = "NODE_SET_UNKNOWN"
 
 
 def reason_name(value: int) -> str:
@@ -219,6 +220,17 @@ class ProviderError(Exception):
             Reason.NOT_LEADER,
             f"refused: a newer leader has written (term {newest.term}, holder {newest.holder!r})",
             newest_leader=newest,
+        )
+
+    @classmethod
+    def node_set_unknown(cls, node_set_id: str) -> ProviderError:
+        """A load balancer call named a node set this provider does not hold
+        (FAILED_PRECONDITION): the controller puts the set again and repeats
+        the call. Only for providers that advertise CAPABILITY_NODE_SETS."""
+        return cls(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            Reason.NODE_SET_UNKNOWN,
+            f"node set {node_set_id!r} is not held by this provider; put it with PutNodeSet",
         )
 
     @classmethod

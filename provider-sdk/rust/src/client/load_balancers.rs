@@ -2,9 +2,16 @@
 //! (one at a time per Service, and only while the mutation gate allows),
 //! and the listing of all of them.
 
+use std::collections::VecDeque;
+use std::sync::PoisonError;
+
 use super::call::Rpc;
-use super::node_set::{Ensure, NodeSet, Update, WithNodes};
+use super::node_set::{Ensure, NodesRpc, PutSet, Update, WithNodes};
+use super::rpcs::Unary;
 use super::{ClientError, ProviderClient};
+use crate::error::ProviderError;
+use crate::node_set::NodeSet;
+use crate::proto::ErrorReason;
 use crate::proto::{
     Capability, EnsureLoadBalancerDeletedRequest, GetLoadBalancerNameRequest,
     GetLoadBalancerRequest, GetLoadBalancerResponse, ImplementedElsewhere,
@@ -19,6 +26,40 @@ use crate::validate::{self, Checked, violation};
 /// never overlap.
 fn mutation(cluster_name: &str, service: &Service) -> Rpc {
     Rpc::mutation(format!("lb/{cluster_name}/{}", service.uid)).needs(Capability::LoadBalancers)
+}
+
+/// How many node sets a client remembers having put (per connection and
+/// cluster); the provider keeps at least 4.
+const REMEMBERED_NODE_SETS: usize = 4;
+
+/// The node sets this client put, so each is put once per provider process.
+#[derive(Default)]
+pub(super) struct PutSets {
+    put: std::sync::Mutex<VecDeque<(u64, String, String)>>,
+    putting: tokio::sync::Mutex<()>,
+}
+
+impl PutSets {
+    fn holds(&self, connection: u64, cluster: &str, id: &str) -> bool {
+        self.put
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|(c, k, i)| *c == connection && k == cluster && i == id)
+    }
+
+    fn remember(&self, connection: u64, cluster: &str, id: &str) {
+        let mut put = self.put.lock().unwrap_or_else(PoisonError::into_inner);
+        put.retain(|(c, k, i)| !(*c == connection && k == cluster && i == id));
+        put.push_back((connection, cluster.to_owned(), id.to_owned()));
+        while put.len() > REMEMBERED_NODE_SETS {
+            put.pop_front();
+        }
+    }
+}
+
+fn node_set_unknown(e: &ClientError) -> bool {
+    e.provider_error().and_then(ProviderError::reason) == Some(ErrorReason::NodeSetUnknown)
 }
 
 impl ProviderClient {
@@ -62,9 +103,7 @@ impl ProviderClient {
         nodes: impl Into<NodeSet>,
     ) -> Result<LbAnswer<LoadBalancerStatus>, ClientError> {
         use ensure_load_balancer_response::Result as Answer;
-        let rpc = mutation(cluster_name, &service);
-        let request = WithNodes::<Ensure>::new(cluster_name.to_owned(), service, nodes.into());
-        self.call(rpc, request, |r| {
+        self.with_nodes::<Ensure, _>(cluster_name, service, nodes.into(), |r| {
             lb_answer(r.result, r.warnings, |result| match result {
                 Answer::Status(s) => {
                     validate::load_balancer_status("result.status", &s)?;
@@ -83,15 +122,82 @@ impl ProviderClient {
         nodes: impl Into<NodeSet>,
     ) -> Result<LbAnswer<()>, ClientError> {
         use update_load_balancer_response::Result as Answer;
-        let rpc = mutation(cluster_name, &service);
-        let request = WithNodes::<Update>::new(cluster_name.to_owned(), service, nodes.into());
-        self.call(rpc, request, |r| {
+        self.with_nodes::<Update, _>(cluster_name, service, nodes.into(), |r| {
             lb_answer(r.result, r.warnings, |result| match result {
                 Answer::Updated(_) => Ok(LbOutcome::Done(())),
                 Answer::ImplementedElsewhere(e) => Ok(elsewhere(e)),
             })
         })
         .await
+    }
+
+    /// An Ensure or Update carrying `nodes`. To a provider with
+    /// CAPABILITY_NODE_SETS only the set's id goes, after the set itself
+    /// (PutNodeSet) unless this client already put it on this connection;
+    /// a provider that forgot it anyway (NODE_SET_UNKNOWN) gets it again
+    /// and the call is repeated, once. Other providers get the nodes inline.
+    async fn with_nodes<R: NodesRpc, T>(
+        &self,
+        cluster_name: &str,
+        service: Service,
+        nodes: NodeSet,
+        answer: impl Fn(R::Response) -> Checked<T> + Copy,
+    ) -> Result<T, ClientError>
+    where
+        WithNodes<R>: Unary<Response = R::Response>,
+    {
+        let by_id = self.handshake().await?.has(Capability::NodeSets);
+        let send = |nodes: NodeSet| {
+            let rpc = mutation(cluster_name, &service);
+            let request =
+                WithNodes::<R>::new(cluster_name.to_owned(), service.clone(), nodes, by_id);
+            self.call(rpc, request, answer)
+        };
+        if !by_id {
+            return send(nodes).await;
+        }
+        self.put_node_set(cluster_name, &nodes, false).await?;
+        match send(nodes.clone()).await {
+            Err(e) if node_set_unknown(&e) => {
+                tracing::info!(
+                    cluster_name,
+                    node_set = nodes.id(),
+                    "the provider no longer holds the node set; putting it again"
+                );
+                self.put_node_set(cluster_name, &nodes, true).await?;
+                send(nodes).await
+            }
+            other => other,
+        }
+    }
+
+    /// Puts `nodes` unless this client put it on the current connection
+    /// (or `again`). One put at a time: workers that all meet a new set
+    /// wait for the first to put it.
+    async fn put_node_set(
+        &self,
+        cluster_name: &str,
+        nodes: &NodeSet,
+        again: bool,
+    ) -> Result<(), ClientError> {
+        let connection = self.connection_count();
+        if !again && self.node_sets.holds(connection, cluster_name, nodes.id()) {
+            return Ok(());
+        }
+        let _one_at_a_time = self.node_sets.putting.lock().await;
+        if !again && self.node_sets.holds(connection, cluster_name, nodes.id()) {
+            return Ok(());
+        }
+        let rpc = Rpc::read().needs(Capability::NodeSets);
+        let request = PutSet {
+            cluster_name: cluster_name.to_owned(),
+            nodes: nodes.clone(),
+        };
+        self.call(rpc, request, |_| Ok(())).await?;
+        // The connection the set went over: a new one may be a new process.
+        self.node_sets
+            .remember(connection, cluster_name, nodes.id());
+        Ok(())
     }
 
     /// Returns the provider's warnings.

@@ -33,7 +33,6 @@ use tonic::transport::Channel;
 
 pub use error::ClientError;
 pub use identity::Handshake;
-pub use node_set::NodeSet;
 pub use options::{CallObserver, ClientOptions, MutationGate};
 
 use crate::endpoint::socket_path;
@@ -51,6 +50,7 @@ pub struct ProviderClient {
     mutations: Arc<KeyLocks>,
     /// `max_concurrency` slots for reads and mutations.
     slots: Option<Arc<tokio::sync::Semaphore>>,
+    node_sets: Arc<load_balancers::PutSets>,
 }
 
 impl ProviderClient {
@@ -70,6 +70,7 @@ impl ProviderClient {
             opts,
             request_id: None,
             mutations: Default::default(),
+            node_sets: Default::default(),
         })
     }
 

@@ -1,16 +1,11 @@
-//! The nodes of a load balancer call, encoded once. A controller sends the
-//! same node set with every EnsureLoadBalancer and UpdateLoadBalancer until
-//! the set changes; with 1,000 Services over 1,000 Nodes, building and
-//! encoding the set for each call was most of the controller's CPU. A
-//! [`NodeSet`] is encoded when it is made, and each call copies its bytes
-//! after the request's other fields: the same bytes prost writes for the
-//! whole request.
+//! EnsureLoadBalancer and UpdateLoadBalancer as sent: the request's own
+//! fields, then either the [`NodeSet`]'s bytes, encoded once for all calls
+//! (the same bytes prost writes for the whole request), or only its id.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
-use prost::bytes::{Buf, BufMut, Bytes};
+use prost::bytes::{Buf, BufMut};
 use prost::encoding::{self, DecodeContext, WireType};
 use prost::{DecodeError, Message};
 use tonic::codegen::http::uri::PathAndQuery;
@@ -18,69 +13,10 @@ use tonic::transport::Channel;
 use tonic::{GrpcMethod, Request, Response, Status};
 
 use super::rpcs::{ServiceClient, Unary};
-use crate::proto::{EnsureLoadBalancerResponse, NodeRef, Service, UpdateLoadBalancerResponse};
-
-/// `nodes` in EnsureLoadBalancerRequest and UpdateLoadBalancerRequest.
-const NODES_TAG: u32 = 3;
-
-/// The nodes of a load balancer call, encoded once. Cheap to clone: clones
-/// share the nodes and their encoding.
-#[derive(Clone, Default)]
-pub struct NodeSet {
-    nodes: Arc<[NodeRef]>,
-    /// Each node as field 3 of the request, in order.
-    encoded: Bytes,
-}
-
-impl NodeSet {
-    pub fn new(nodes: Vec<NodeRef>) -> Self {
-        let len = nodes
-            .iter()
-            .map(|n| encoding::message::encoded_len(NODES_TAG, n))
-            .sum();
-        let mut encoded = Vec::with_capacity(len);
-        for n in &nodes {
-            encoding::message::encode(NODES_TAG, n, &mut encoded);
-        }
-        NodeSet {
-            nodes: nodes.into(),
-            encoded: encoded.into(),
-        }
-    }
-
-    pub fn nodes(&self) -> &[NodeRef] {
-        &self.nodes
-    }
-
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-}
-
-impl From<Vec<NodeRef>> for NodeSet {
-    fn from(nodes: Vec<NodeRef>) -> Self {
-        NodeSet::new(nodes)
-    }
-}
-
-impl From<&NodeSet> for NodeSet {
-    fn from(set: &NodeSet) -> Self {
-        set.clone()
-    }
-}
-
-impl fmt::Debug for NodeSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NodeSet")
-            .field("nodes", &self.nodes.len())
-            .field("encoded_bytes", &self.encoded.len())
-            .finish()
-    }
-}
+use crate::node_set::NodeSet;
+use crate::proto::{
+    EnsureLoadBalancerResponse, PutNodeSetResponse, Service, UpdateLoadBalancerResponse,
+};
 
 /// Which of the two load balancer calls that carry nodes.
 pub(super) trait NodesRpc: Send + Sync + 'static {
@@ -102,25 +38,30 @@ impl NodesRpc for Update {
 }
 
 /// EnsureLoadBalancerRequest or UpdateLoadBalancerRequest as sent (the two
-/// have the same fields): cluster_name, service, then the nodes' bytes.
-/// Only ever encoded.
+/// have the same fields): cluster_name, service, then the nodes' bytes or,
+/// `by_id`, the set's id alone. Only ever encoded.
 pub(super) struct WithNodes<R> {
     pub cluster_name: String,
     pub service: Option<Service>,
     pub nodes: NodeSet,
+    pub by_id: bool,
     rpc: PhantomData<fn() -> R>,
 }
 
 impl<R> WithNodes<R> {
-    pub(super) fn new(cluster_name: String, service: Service, nodes: NodeSet) -> Self {
+    pub(super) fn new(cluster_name: String, service: Service, nodes: NodeSet, by_id: bool) -> Self {
         WithNodes {
             cluster_name,
             service: Some(service),
             nodes,
+            by_id,
             rpc: PhantomData,
         }
     }
 }
+
+/// `node_set_id` in both requests.
+const NODE_SET_ID_TAG: u32 = 4;
 
 impl<R> Default for WithNodes<R> {
     fn default() -> Self {
@@ -128,6 +69,7 @@ impl<R> Default for WithNodes<R> {
             cluster_name: String::new(),
             service: None,
             nodes: NodeSet::default(),
+            by_id: false,
             rpc: PhantomData,
         }
     }
@@ -139,6 +81,7 @@ impl<R> fmt::Debug for WithNodes<R> {
             .field("cluster_name", &self.cluster_name)
             .field("service", &self.service)
             .field("nodes", &self.nodes)
+            .field("by_id", &self.by_id)
             .finish()
     }
 }
@@ -151,7 +94,14 @@ impl<R: Send + Sync> Message for WithNodes<R> {
         if let Some(service) = &self.service {
             encoding::message::encode(2, service, buf);
         }
-        buf.put_slice(&self.nodes.encoded);
+        if self.by_id {
+            let id = self.nodes.id().as_bytes();
+            encoding::encode_key(NODE_SET_ID_TAG, WireType::LengthDelimited, buf);
+            encoding::encode_varint(id.len() as u64, buf);
+            buf.put_slice(id);
+        } else {
+            buf.put_slice(self.nodes.encoded());
+        }
     }
 
     fn merge_field(
@@ -174,7 +124,13 @@ impl<R: Send + Sync> Message for WithNodes<R> {
             .service
             .as_ref()
             .map_or(0, |s| encoding::message::encoded_len(2, s));
-        cluster + service + self.nodes.encoded.len()
+        let nodes = if self.by_id {
+            let id = self.nodes.id().len();
+            encoding::key_len(NODE_SET_ID_TAG) + encoding::encoded_len_varint(id as u64) + id
+        } else {
+            self.nodes.encoded().len()
+        };
+        cluster + service + nodes
     }
 
     fn clear(&mut self) {
@@ -198,26 +154,101 @@ impl ServiceClient for RawClient {
 
 const LB_SERVICE: &str = "ccmrs.cloudprovider.v1.LoadBalancerService";
 
+/// One unary call of LoadBalancerService `method` with a hand-encoded
+/// request, as the generated clients make it.
+async fn lb_unary<Req, Resp>(
+    RawClient(mut grpc): RawClient,
+    mut request: Request<Req>,
+    method: &'static str,
+) -> Result<Response<Resp>, Status>
+where
+    Req: Message + Send + 'static,
+    Resp: Message + Default + Send + 'static,
+{
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unknown(format!("Service was not ready: {e}")))?;
+    let path = PathAndQuery::from_maybe_shared(format!("/{LB_SERVICE}/{method}"))
+        .map_err(|e| Status::internal(format!("method path: {e}")))?;
+    request
+        .extensions_mut()
+        .insert(GrpcMethod::new(LB_SERVICE, method));
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    grpc.unary(request, path, codec).await
+}
+
 impl<R: NodesRpc> Unary for WithNodes<R> {
     const METHOD: &'static str = R::METHOD;
     type Client = RawClient;
     type Response = R::Response;
 
-    async fn send(
-        RawClient(mut grpc): RawClient,
-        mut request: Request<Self>,
-    ) -> Result<Response<R::Response>, Status> {
-        // As the generated clients say it.
-        grpc.ready()
-            .await
-            .map_err(|e| Status::unknown(format!("Service was not ready: {e}")))?;
-        let path = PathAndQuery::from_maybe_shared(format!("/{LB_SERVICE}/{}", R::METHOD))
-            .map_err(|e| Status::internal(format!("method path: {e}")))?;
-        request
-            .extensions_mut()
-            .insert(GrpcMethod::new(LB_SERVICE, R::METHOD));
-        let codec = tonic_prost::ProstCodec::<WithNodes<R>, R::Response>::default();
-        grpc.unary(request, path, codec).await
+    fn send(
+        client: RawClient,
+        request: Request<Self>,
+    ) -> impl std::future::Future<Output = Result<Response<R::Response>, Status>> + Send {
+        lb_unary(client, request, R::METHOD)
+    }
+}
+
+/// PutNodeSetRequest as sent: cluster_name, the set's id, its bytes.
+#[derive(Debug, Default)]
+pub(super) struct PutSet {
+    pub cluster_name: String,
+    pub nodes: NodeSet,
+}
+
+impl Message for PutSet {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        if !self.cluster_name.is_empty() {
+            encoding::string::encode(1, &self.cluster_name, buf);
+        }
+        let id = self.nodes.id().as_bytes();
+        encoding::encode_key(2, WireType::LengthDelimited, buf);
+        encoding::encode_varint(id.len() as u64, buf);
+        buf.put_slice(id);
+        buf.put_slice(self.nodes.encoded());
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        let cluster = if self.cluster_name.is_empty() {
+            0
+        } else {
+            encoding::string::encoded_len(1, &self.cluster_name)
+        };
+        let id = self.nodes.id().len();
+        cluster
+            + encoding::key_len(2)
+            + encoding::encoded_len_varint(id as u64)
+            + id
+            + self.nodes.encoded().len()
+    }
+
+    fn clear(&mut self) {
+        *self = PutSet::default();
+    }
+}
+
+impl Unary for PutSet {
+    const METHOD: &'static str = "PutNodeSet";
+    type Client = RawClient;
+    type Response = PutNodeSetResponse;
+
+    fn send(
+        client: RawClient,
+        request: Request<Self>,
+    ) -> impl std::future::Future<Output = Result<Response<PutNodeSetResponse>, Status>> + Send
+    {
+        lb_unary(client, request, "PutNodeSet")
     }
 }
 
@@ -225,8 +256,8 @@ impl<R: NodesRpc> Unary for WithNodes<R> {
 mod tests {
     use super::*;
     use crate::proto::{
-        EnsureLoadBalancerRequest, NodeAddress, NodeAddressType, ServicePort,
-        UpdateLoadBalancerRequest,
+        EnsureLoadBalancerRequest, NodeAddress, NodeAddressType, NodeRef, PutNodeSetRequest,
+        ServicePort, UpdateLoadBalancerRequest,
     };
 
     fn node(name: &str) -> NodeRef {
@@ -268,8 +299,9 @@ mod tests {
                 cluster_name: "k".into(),
                 service: Some(service()),
                 nodes: nodes.clone(),
+                node_set_id: String::new(),
             };
-            let sent = WithNodes::<Ensure>::new("k".into(), service(), set.clone());
+            let sent = WithNodes::<Ensure>::new("k".into(), service(), set.clone(), false);
             assert_eq!(sent.encoded_len(), ensure.encoded_len());
             assert_eq!(sent.encode_to_vec(), ensure.encode_to_vec());
             let decoded =
@@ -279,15 +311,28 @@ mod tests {
             let update = UpdateLoadBalancerRequest {
                 cluster_name: String::new(),
                 service: None,
-                nodes,
+                nodes: vec![],
+                node_set_id: set.id().to_owned(),
             };
             let sent = WithNodes::<Update> {
-                cluster_name: String::new(),
-                service: None,
-                nodes: set,
-                rpc: PhantomData,
+                by_id: true,
+                nodes: set.clone(),
+                ..WithNodes::default()
             };
+            assert_eq!(sent.encoded_len(), update.encoded_len());
             assert_eq!(sent.encode_to_vec(), update.encode_to_vec());
+
+            let put = PutNodeSetRequest {
+                cluster_name: "k".into(),
+                node_set_id: set.id().to_owned(),
+                nodes: nodes.clone(),
+            };
+            let sent = PutSet {
+                cluster_name: "k".into(),
+                nodes: set.clone(),
+            };
+            assert_eq!(sent.encoded_len(), put.encoded_len());
+            assert_eq!(sent.encode_to_vec(), put.encode_to_vec());
         }
     }
 }

@@ -1,18 +1,70 @@
 //! LoadBalancerService: requests checked, the provider's [`LoadBalancers`]
 //! called, its answers checked and its listing paginated.
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tonic::{Request, Response, Status};
 
 use super::request::{bad_answer, call, cluster_name, context, invalid_request};
 use crate::error::ProviderError;
+use crate::node_set::NodeSet;
 use crate::paginate;
 use crate::proto::*;
 use crate::provider::{LbOutcome, LoadBalancers};
 use crate::validate;
 
-pub(super) struct LbAdapter<T>(pub(super) Arc<T>);
+pub(super) struct LbAdapter<T> {
+    pub(super) provider: Arc<T>,
+    pub(super) sets: NodeSets,
+}
+
+/// How many node sets are kept per cluster (the contract asks for at least
+/// 4): the current set and the few before it, which calls still in flight
+/// when the set changed may name.
+const KEPT_NODE_SETS: usize = 8;
+
+/// The node sets the controller put, newest last, per cluster, for every
+/// provider built on the SDK: providers get `CAPABILITY_NODE_SETS` for free.
+#[derive(Default)]
+pub(super) struct NodeSets(Mutex<HashMap<String, VecDeque<(String, NodeSet)>>>);
+
+impl NodeSets {
+    fn put(&self, cluster: &str, id: String, set: NodeSet) {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = all.entry(cluster.to_owned()).or_default();
+        kept.retain(|(i, _)| *i != id);
+        kept.push_back((id, set));
+        while kept.len() > KEPT_NODE_SETS {
+            kept.pop_front();
+        }
+    }
+
+    fn get(&self, cluster: &str, id: &str) -> Option<NodeSet> {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.get(cluster)?
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, set)| set.clone())
+    }
+
+    /// The nodes a load balancer call names: inline, or the set `id`.
+    fn resolve(&self, cluster: &str, inline: Vec<NodeRef>, id: &str) -> Result<NodeSet, Status> {
+        if id.is_empty() {
+            validate::node_refs("nodes", &inline).map_err(invalid_request)?;
+            return Ok(NodeSet::new(inline));
+        }
+        validate::node_set_id("node_set_id", id).map_err(invalid_request)?;
+        if !inline.is_empty() {
+            return Err(invalid_request(validate::Violation {
+                field: "nodes".into(),
+                problem: "must be empty when node_set_id is set".into(),
+            }));
+        }
+        self.get(cluster, id)
+            .ok_or_else(|| ProviderError::node_set_unknown(id).to_status())
+    }
+}
 
 #[tonic::async_trait]
 impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbAdapter<T> {
@@ -26,7 +78,8 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let status = call(
             "GetLoadBalancer",
             &ctx,
-            self.0.get_load_balancer(ctx.clone(), cluster, service),
+            self.provider
+                .get_load_balancer(ctx.clone(), cluster, service),
         )
         .await?;
         Ok(Response::new(match status {
@@ -51,7 +104,8 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let name = call(
             "GetLoadBalancerName",
             &ctx,
-            self.0.get_load_balancer_name(ctx.clone(), cluster, service),
+            self.provider
+                .get_load_balancer_name(ctx.clone(), cluster, service),
         )
         .await?;
         if name.is_empty() {
@@ -70,12 +124,12 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let ctx = context(&req)?;
         let r = req.into_inner();
         let (cluster, service) = target(&r.cluster_name, &r.service)?;
-        validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
+        let nodes = self.sets.resolve(&cluster, r.nodes, &r.node_set_id)?;
         let answer = call(
             "EnsureLoadBalancer",
             &ctx,
-            self.0
-                .ensure_load_balancer(ctx.clone(), cluster, service, r.nodes),
+            self.provider
+                .ensure_load_balancer(ctx.clone(), cluster, service, nodes),
         )
         .await?;
         let result = match answer.outcome {
@@ -101,12 +155,12 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let ctx = context(&req)?;
         let r = req.into_inner();
         let (cluster, service) = target(&r.cluster_name, &r.service)?;
-        validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
+        let nodes = self.sets.resolve(&cluster, r.nodes, &r.node_set_id)?;
         let answer = call(
             "UpdateLoadBalancer",
             &ctx,
-            self.0
-                .update_load_balancer(ctx.clone(), cluster, service, r.nodes),
+            self.provider
+                .update_load_balancer(ctx.clone(), cluster, service, nodes),
         )
         .await?;
         let result = match answer.outcome {
@@ -123,6 +177,19 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         }))
     }
 
+    async fn put_node_set(
+        &self,
+        req: Request<PutNodeSetRequest>,
+    ) -> Result<Response<PutNodeSetResponse>, Status> {
+        let r = req.into_inner();
+        let cluster = cluster_name(&r.cluster_name)?;
+        validate::node_set_id("node_set_id", &r.node_set_id).map_err(invalid_request)?;
+        validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
+        self.sets
+            .put(&cluster, r.node_set_id, NodeSet::new(r.nodes));
+        Ok(Response::new(PutNodeSetResponse {}))
+    }
+
     async fn ensure_load_balancer_deleted(
         &self,
         req: Request<EnsureLoadBalancerDeletedRequest>,
@@ -133,7 +200,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let warnings = call(
             "EnsureLoadBalancerDeleted",
             &ctx,
-            self.0
+            self.provider
                 .ensure_load_balancer_deleted(ctx.clone(), cluster, service),
         )
         .await?;
@@ -147,7 +214,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         req: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
         let ctx = context(&req)?;
-        if !self.0.supports_listing() {
+        if !self.provider.supports_listing() {
             return Err(
                 ProviderError::unimplemented("ListLoadBalancers is not supported").to_status(),
             );
@@ -157,7 +224,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let all = call(
             "ListLoadBalancers",
             &ctx,
-            self.0.list_load_balancers(ctx.clone(), cluster),
+            self.provider.list_load_balancers(ctx.clone(), cluster),
         )
         .await?;
         let (page, next_page_token) =

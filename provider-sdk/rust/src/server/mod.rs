@@ -89,13 +89,16 @@ impl<I: Identity> ProviderServer<I> {
     }
 
     pub fn with_load_balancers<T: LoadBalancers>(mut self, provider: T) -> Self {
-        let mut caps = vec![Capability::LoadBalancers];
+        let mut caps = vec![Capability::LoadBalancers, Capability::NodeSets];
         if provider.supports_listing() {
             caps.push(Capability::ListLoadBalancers);
         }
         let svc = limited!(
             load_balancer_service_server::LoadBalancerServiceServer::new(
-                load_balancers::LbAdapter(Arc::new(provider))
+                load_balancers::LbAdapter {
+                    provider: Arc::new(provider),
+                    sets: Default::default(),
+                }
             )
         );
         self.add(svc, &caps);

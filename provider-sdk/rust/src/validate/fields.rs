@@ -144,6 +144,24 @@ pub fn labels<'a>(
     Ok(())
 }
 
+/// A node set's id (PutNodeSet): 1-128 bytes of lowercase letters, digits
+/// and `-`.
+pub fn node_set_id(field: &str, v: &str) -> Checked {
+    if v.is_empty() || v.len() > 128 {
+        return Err(violation(field, format!("is {} bytes, not 1-128", v.len())));
+    }
+    if !v
+        .bytes()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    {
+        return Err(violation(
+            field,
+            format!("{v:?} has a character other than a-z, 0-9 and \"-\""),
+        ));
+    }
+    Ok(())
+}
+
 /// A providerID: `<scheme>://<id>`, no whitespace.
 pub fn provider_id(field: &str, v: &str) -> Checked {
     name(field, v)?;

@@ -101,6 +101,11 @@ const (
 	// "holder" REQUIRED, the newest token seen, so the current leader can
 	// raise its term past it if the Lease was deleted and created again.
 	ErrorReason_ERROR_REASON_NOT_LEADER ErrorReason = 11
+	// Code FAILED_PRECONDITION. EnsureLoadBalancer or UpdateLoadBalancer named
+	// a node_set_id the provider does not hold (never put, forgotten, or put
+	// before a restart). Nothing was changed; the controller puts the set
+	// again and repeats the call.
+	ErrorReason_ERROR_REASON_NODE_SET_UNKNOWN ErrorReason = 12
 )
 
 // Enum value maps for ErrorReason.
@@ -118,6 +123,7 @@ var (
 		9:  "ERROR_REASON_CREDENTIALS_INVALID",
 		10: "ERROR_REASON_INVALID_REQUEST",
 		11: "ERROR_REASON_NOT_LEADER",
+		12: "ERROR_REASON_NODE_SET_UNKNOWN",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -132,6 +138,7 @@ var (
 		"ERROR_REASON_CREDENTIALS_INVALID":  9,
 		"ERROR_REASON_INVALID_REQUEST":      10,
 		"ERROR_REASON_NOT_LEADER":           11,
+		"ERROR_REASON_NODE_SET_UNKNOWN":     12,
 	}
 )
 
@@ -166,7 +173,7 @@ var File_ccmrs_cloudprovider_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ccmrs_cloudprovider_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"#ccmrs/cloudprovider/v1/errors.proto\x12\x16ccmrs.cloudprovider.v1*\xaf\x03\n" +
+	"#ccmrs/cloudprovider/v1/errors.proto\x12\x16ccmrs.cloudprovider.v1*\xd2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_REASON_INSTANCE_NOT_FOUND\x10\x01\x12\x1c\n" +
@@ -180,7 +187,8 @@ const file_ccmrs_cloudprovider_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_CREDENTIALS_INVALID\x10\t\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
 	"\x12\x1b\n" +
-	"\x17ERROR_REASON_NOT_LEADER\x10\vB\x9f\x01\n" +
+	"\x17ERROR_REASON_NOT_LEADER\x10\v\x12!\n" +
+	"\x1dERROR_REASON_NODE_SET_UNKNOWN\x10\fB\x9f\x01\n" +
 	" io.github.ccmrs.cloudprovider.v1B\vErrorsProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16CcmRs.CloudProvider.V1b\x06proto3"
 
 var (

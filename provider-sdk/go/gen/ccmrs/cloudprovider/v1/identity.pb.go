@@ -56,6 +56,9 @@ const (
 	Capability_CAPABILITY_CLUSTERS Capability = 7
 	// VolumesService is implemented.
 	Capability_CAPABILITY_VOLUME_LABELS Capability = 8
+	// LoadBalancerService.PutNodeSet is implemented and EnsureLoadBalancer and
+	// UpdateLoadBalancer accept node_set_id.
+	Capability_CAPABILITY_NODE_SETS Capability = 9
 )
 
 // Enum value maps for Capability.
@@ -70,6 +73,7 @@ var (
 		6: "CAPABILITY_ZONES",
 		7: "CAPABILITY_CLUSTERS",
 		8: "CAPABILITY_VOLUME_LABELS",
+		9: "CAPABILITY_NODE_SETS",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":                  0,
@@ -81,6 +85,7 @@ var (
 		"CAPABILITY_ZONES":                        6,
 		"CAPABILITY_CLUSTERS":                     7,
 		"CAPABILITY_VOLUME_LABELS":                8,
+		"CAPABILITY_NODE_SETS":                    9,
 	}
 )
 
@@ -690,7 +695,7 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\fProbeRequest\"c\n" +
 	"\rProbeResponse\x128\n" +
 	"\x05state\x18\x01 \x01(\x0e2\".ccmrs.cloudprovider.v1.ProbeStateR\x05state\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\x96\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\xb0\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -701,7 +706,8 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"'CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES\x10\x05\x12\x14\n" +
 	"\x10CAPABILITY_ZONES\x10\x06\x12\x17\n" +
 	"\x13CAPABILITY_CLUSTERS\x10\a\x12\x1c\n" +
-	"\x18CAPABILITY_VOLUME_LABELS\x10\b*u\n" +
+	"\x18CAPABILITY_VOLUME_LABELS\x10\b\x12\x18\n" +
+	"\x14CAPABILITY_NODE_SETS\x10\t*u\n" +
 	"\n" +
 	"ProbeState\x12\x1b\n" +
 	"\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +

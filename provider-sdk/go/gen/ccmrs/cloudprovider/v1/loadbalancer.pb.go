@@ -298,8 +298,15 @@ type EnsureLoadBalancerRequest struct {
 	Service *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	// OPTIONAL. The nodes that should receive traffic, already filtered by the
 	// controller (not being deleted, not excluded by label or taint). Empty
-	// means no backends.
-	Nodes         []*NodeRef `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// means no backends, unless node_set_id is set.
+	Nodes []*NodeRef `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// OPTIONAL. Only to a provider with CAPABILITY_NODE_SETS: the id of a set
+	// put with PutNodeSet for this cluster_name, whose nodes stand for `nodes`
+	// (then empty). A provider that does not hold the set answers
+	// FAILED_PRECONDITION / NODE_SET_UNKNOWN and changes nothing; the
+	// controller puts the set again and repeats the call. Empty means the
+	// nodes are in `nodes`.
+	NodeSetId     string `protobuf:"bytes,4,opt,name=node_set_id,json=nodeSetId,proto3" json:"node_set_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +360,13 @@ func (x *EnsureLoadBalancerRequest) GetNodes() []*NodeRef {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *EnsureLoadBalancerRequest) GetNodeSetId() string {
+	if x != nil {
+		return x.NodeSetId
+	}
+	return ""
 }
 
 // The answer to a load balancer that another controller handles
@@ -509,7 +523,10 @@ type UpdateLoadBalancerRequest struct {
 	Service *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	// OPTIONAL. The nodes that should receive traffic; see
 	// EnsureLoadBalancerRequest.nodes.
-	Nodes         []*NodeRef `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*NodeRef `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// OPTIONAL. The id of a node set standing for `nodes`; see
+	// EnsureLoadBalancerRequest.node_set_id.
+	NodeSetId     string `protobuf:"bytes,4,opt,name=node_set_id,json=nodeSetId,proto3" json:"node_set_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +580,13 @@ func (x *UpdateLoadBalancerRequest) GetNodes() []*NodeRef {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *UpdateLoadBalancerRequest) GetNodeSetId() string {
+	if x != nil {
+		return x.NodeSetId
+	}
+	return ""
 }
 
 // The backends were updated.
@@ -1006,6 +1030,110 @@ func (x *ListLoadBalancersResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Asks the provider to keep a set of nodes under an id.
+type PutNodeSetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. The controller's --cluster-name. Sets are kept per cluster.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// REQUIRED. The set's id, 1-128 bytes of lowercase letters, digits and
+	// "-" (the controller sends "sha256-" and the hex SHA-256 of the nodes as
+	// encoded). The idempotency key.
+	NodeSetId string `protobuf:"bytes,2,opt,name=node_set_id,json=nodeSetId,proto3" json:"node_set_id,omitempty"`
+	// OPTIONAL. The nodes, as EnsureLoadBalancerRequest.nodes. Empty means a
+	// set with no nodes.
+	Nodes         []*NodeRef `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutNodeSetRequest) Reset() {
+	*x = PutNodeSetRequest{}
+	mi := &file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutNodeSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutNodeSetRequest) ProtoMessage() {}
+
+func (x *PutNodeSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutNodeSetRequest.ProtoReflect.Descriptor instead.
+func (*PutNodeSetRequest) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PutNodeSetRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *PutNodeSetRequest) GetNodeSetId() string {
+	if x != nil {
+		return x.NodeSetId
+	}
+	return ""
+}
+
+func (x *PutNodeSetRequest) GetNodes() []*NodeRef {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// The answer to PutNodeSet: the set is kept.
+type PutNodeSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutNodeSetResponse) Reset() {
+	*x = PutNodeSetResponse{}
+	mi := &file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutNodeSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutNodeSetResponse) ProtoMessage() {}
+
+func (x *PutNodeSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutNodeSetResponse.ProtoReflect.Descriptor instead.
+func (*PutNodeSetResponse) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDescGZIP(), []int{16}
+}
+
 var File_ccmrs_cloudprovider_v1_loadbalancer_proto protoreflect.FileDescriptor
 
 const file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDesc = "" +
@@ -1021,22 +1149,24 @@ const file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDesc = "" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x129\n" +
 	"\aservice\x18\x02 \x01(\v2\x1f.ccmrs.cloudprovider.v1.ServiceR\aservice\"1\n" +
 	"\x1bGetLoadBalancerNameResponse\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xb0\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd0\x01\n" +
 	"\x19EnsureLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x129\n" +
 	"\aservice\x18\x02 \x01(\v2\x1f.ccmrs.cloudprovider.v1.ServiceR\aservice\x125\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x05nodes\"0\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x05nodes\x12\x1e\n" +
+	"\vnode_set_id\x18\x04 \x01(\tR\tnodeSetId\"0\n" +
 	"\x14ImplementedElsewhere\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"\x8e\x02\n" +
 	"\x1aEnsureLoadBalancerResponse\x12D\n" +
 	"\x06status\x18\x01 \x01(\v2*.ccmrs.cloudprovider.v1.LoadBalancerStatusH\x00R\x06status\x12c\n" +
 	"\x15implemented_elsewhere\x18\x02 \x01(\v2,.ccmrs.cloudprovider.v1.ImplementedElsewhereH\x00R\x14implementedElsewhere\x12;\n" +
 	"\bwarnings\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.WarningR\bwarningsB\b\n" +
-	"\x06result\"\xb0\x01\n" +
+	"\x06result\"\xd0\x01\n" +
 	"\x19UpdateLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x129\n" +
 	"\aservice\x18\x02 \x01(\v2\x1f.ccmrs.cloudprovider.v1.ServiceR\aservice\x125\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x05nodes\"\x15\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x05nodes\x12\x1e\n" +
+	"\vnode_set_id\x18\x04 \x01(\tR\tnodeSetId\"\x15\n" +
 	"\x13LoadBalancerUpdated\"\x91\x02\n" +
 	"\x1aUpdateLoadBalancerResponse\x12G\n" +
 	"\aupdated\x18\x01 \x01(\v2+.ccmrs.cloudprovider.v1.LoadBalancerUpdatedH\x00R\aupdated\x12c\n" +
@@ -1062,18 +1192,25 @@ const file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\v2*.ccmrs.cloudprovider.v1.LoadBalancerStatusR\x06status\"\x97\x01\n" +
 	"\x19ListLoadBalancersResponse\x12R\n" +
 	"\x0eload_balancers\x18\x01 \x03(\v2+.ccmrs.cloudprovider.v1.LoadBalancerSummaryR\rloadBalancers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x8c\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8d\x01\n" +
+	"\x11PutNodeSetRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1e\n" +
+	"\vnode_set_id\x18\x02 \x01(\tR\tnodeSetId\x125\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x05nodes\"\x14\n" +
+	"\x12PutNodeSetResponse*\x8c\x01\n" +
 	"\x15LoadBalancerExistence\x12'\n" +
 	"#LOAD_BALANCER_EXISTENCE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eLOAD_BALANCER_EXISTENCE_EXISTS\x10\x01\x12&\n" +
-	"\"LOAD_BALANCER_EXISTENCE_NOT_EXISTS\x10\x022\x90\x06\n" +
+	"\"LOAD_BALANCER_EXISTENCE_NOT_EXISTS\x10\x022\xf5\x06\n" +
 	"\x13LoadBalancerService\x12r\n" +
 	"\x0fGetLoadBalancer\x12..ccmrs.cloudprovider.v1.GetLoadBalancerRequest\x1a/.ccmrs.cloudprovider.v1.GetLoadBalancerResponse\x12~\n" +
 	"\x13GetLoadBalancerName\x122.ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest\x1a3.ccmrs.cloudprovider.v1.GetLoadBalancerNameResponse\x12{\n" +
 	"\x12EnsureLoadBalancer\x121.ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest\x1a2.ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse\x12{\n" +
 	"\x12UpdateLoadBalancer\x121.ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest\x1a2.ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse\x12\x90\x01\n" +
 	"\x19EnsureLoadBalancerDeleted\x128.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest\x1a9.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse\x12x\n" +
-	"\x11ListLoadBalancers\x120.ccmrs.cloudprovider.v1.ListLoadBalancersRequest\x1a1.ccmrs.cloudprovider.v1.ListLoadBalancersResponseB\xa5\x01\n" +
+	"\x11ListLoadBalancers\x120.ccmrs.cloudprovider.v1.ListLoadBalancersRequest\x1a1.ccmrs.cloudprovider.v1.ListLoadBalancersResponse\x12c\n" +
+	"\n" +
+	"PutNodeSet\x12).ccmrs.cloudprovider.v1.PutNodeSetRequest\x1a*.ccmrs.cloudprovider.v1.PutNodeSetResponseB\xa5\x01\n" +
 	" io.github.ccmrs.cloudprovider.v1B\x11LoadBalancerProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16CcmRs.CloudProvider.V1b\x06proto3"
 
 var (
@@ -1089,7 +1226,7 @@ func file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDescGZIP() []byte {
 }
 
 var file_ccmrs_cloudprovider_v1_loadbalancer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_ccmrs_cloudprovider_v1_loadbalancer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ccmrs_cloudprovider_v1_loadbalancer_proto_goTypes = []any{
 	(LoadBalancerExistence)(0),                // 0: ccmrs.cloudprovider.v1.LoadBalancerExistence
 	(*GetLoadBalancerRequest)(nil),            // 1: ccmrs.cloudprovider.v1.GetLoadBalancerRequest
@@ -1107,47 +1244,52 @@ var file_ccmrs_cloudprovider_v1_loadbalancer_proto_goTypes = []any{
 	(*ListLoadBalancersRequest)(nil),          // 13: ccmrs.cloudprovider.v1.ListLoadBalancersRequest
 	(*LoadBalancerSummary)(nil),               // 14: ccmrs.cloudprovider.v1.LoadBalancerSummary
 	(*ListLoadBalancersResponse)(nil),         // 15: ccmrs.cloudprovider.v1.ListLoadBalancersResponse
-	(*Service)(nil),                           // 16: ccmrs.cloudprovider.v1.Service
-	(*LoadBalancerStatus)(nil),                // 17: ccmrs.cloudprovider.v1.LoadBalancerStatus
-	(*NodeRef)(nil),                           // 18: ccmrs.cloudprovider.v1.NodeRef
-	(*Warning)(nil),                           // 19: ccmrs.cloudprovider.v1.Warning
+	(*PutNodeSetRequest)(nil),                 // 16: ccmrs.cloudprovider.v1.PutNodeSetRequest
+	(*PutNodeSetResponse)(nil),                // 17: ccmrs.cloudprovider.v1.PutNodeSetResponse
+	(*Service)(nil),                           // 18: ccmrs.cloudprovider.v1.Service
+	(*LoadBalancerStatus)(nil),                // 19: ccmrs.cloudprovider.v1.LoadBalancerStatus
+	(*NodeRef)(nil),                           // 20: ccmrs.cloudprovider.v1.NodeRef
+	(*Warning)(nil),                           // 21: ccmrs.cloudprovider.v1.Warning
 }
 var file_ccmrs_cloudprovider_v1_loadbalancer_proto_depIdxs = []int32{
-	16, // 0: ccmrs.cloudprovider.v1.GetLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
+	18, // 0: ccmrs.cloudprovider.v1.GetLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
 	0,  // 1: ccmrs.cloudprovider.v1.GetLoadBalancerResponse.existence:type_name -> ccmrs.cloudprovider.v1.LoadBalancerExistence
-	17, // 2: ccmrs.cloudprovider.v1.GetLoadBalancerResponse.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
-	16, // 3: ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
-	16, // 4: ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
-	18, // 5: ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest.nodes:type_name -> ccmrs.cloudprovider.v1.NodeRef
-	17, // 6: ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
+	19, // 2: ccmrs.cloudprovider.v1.GetLoadBalancerResponse.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
+	18, // 3: ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
+	18, // 4: ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
+	20, // 5: ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest.nodes:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	19, // 6: ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
 	6,  // 7: ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse.implemented_elsewhere:type_name -> ccmrs.cloudprovider.v1.ImplementedElsewhere
-	19, // 8: ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
-	16, // 9: ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
-	18, // 10: ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest.nodes:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	21, // 8: ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
+	18, // 9: ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
+	20, // 10: ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest.nodes:type_name -> ccmrs.cloudprovider.v1.NodeRef
 	9,  // 11: ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse.updated:type_name -> ccmrs.cloudprovider.v1.LoadBalancerUpdated
 	6,  // 12: ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse.implemented_elsewhere:type_name -> ccmrs.cloudprovider.v1.ImplementedElsewhere
-	19, // 13: ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
-	16, // 14: ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
-	19, // 15: ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
-	17, // 16: ccmrs.cloudprovider.v1.LoadBalancerSummary.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
+	21, // 13: ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
+	18, // 14: ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest.service:type_name -> ccmrs.cloudprovider.v1.Service
+	21, // 15: ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
+	19, // 16: ccmrs.cloudprovider.v1.LoadBalancerSummary.status:type_name -> ccmrs.cloudprovider.v1.LoadBalancerStatus
 	14, // 17: ccmrs.cloudprovider.v1.ListLoadBalancersResponse.load_balancers:type_name -> ccmrs.cloudprovider.v1.LoadBalancerSummary
-	1,  // 18: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:input_type -> ccmrs.cloudprovider.v1.GetLoadBalancerRequest
-	3,  // 19: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancerName:input_type -> ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest
-	5,  // 20: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:input_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest
-	8,  // 21: ccmrs.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:input_type -> ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest
-	11, // 22: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:input_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest
-	13, // 23: ccmrs.cloudprovider.v1.LoadBalancerService.ListLoadBalancers:input_type -> ccmrs.cloudprovider.v1.ListLoadBalancersRequest
-	2,  // 24: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:output_type -> ccmrs.cloudprovider.v1.GetLoadBalancerResponse
-	4,  // 25: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancerName:output_type -> ccmrs.cloudprovider.v1.GetLoadBalancerNameResponse
-	7,  // 26: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:output_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse
-	10, // 27: ccmrs.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:output_type -> ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse
-	12, // 28: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:output_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse
-	15, // 29: ccmrs.cloudprovider.v1.LoadBalancerService.ListLoadBalancers:output_type -> ccmrs.cloudprovider.v1.ListLoadBalancersResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	20, // 18: ccmrs.cloudprovider.v1.PutNodeSetRequest.nodes:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	1,  // 19: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:input_type -> ccmrs.cloudprovider.v1.GetLoadBalancerRequest
+	3,  // 20: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancerName:input_type -> ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest
+	5,  // 21: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:input_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest
+	8,  // 22: ccmrs.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:input_type -> ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest
+	11, // 23: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:input_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest
+	13, // 24: ccmrs.cloudprovider.v1.LoadBalancerService.ListLoadBalancers:input_type -> ccmrs.cloudprovider.v1.ListLoadBalancersRequest
+	16, // 25: ccmrs.cloudprovider.v1.LoadBalancerService.PutNodeSet:input_type -> ccmrs.cloudprovider.v1.PutNodeSetRequest
+	2,  // 26: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:output_type -> ccmrs.cloudprovider.v1.GetLoadBalancerResponse
+	4,  // 27: ccmrs.cloudprovider.v1.LoadBalancerService.GetLoadBalancerName:output_type -> ccmrs.cloudprovider.v1.GetLoadBalancerNameResponse
+	7,  // 28: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:output_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse
+	10, // 29: ccmrs.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:output_type -> ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse
+	12, // 30: ccmrs.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:output_type -> ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse
+	15, // 31: ccmrs.cloudprovider.v1.LoadBalancerService.ListLoadBalancers:output_type -> ccmrs.cloudprovider.v1.ListLoadBalancersResponse
+	17, // 32: ccmrs.cloudprovider.v1.LoadBalancerService.PutNodeSet:output_type -> ccmrs.cloudprovider.v1.PutNodeSetResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_ccmrs_cloudprovider_v1_loadbalancer_proto_init() }
@@ -1170,7 +1312,7 @@ func file_ccmrs_cloudprovider_v1_loadbalancer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDesc), len(file_ccmrs_cloudprovider_v1_loadbalancer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	LoadBalancerService_UpdateLoadBalancer_FullMethodName        = "/ccmrs.cloudprovider.v1.LoadBalancerService/UpdateLoadBalancer"
 	LoadBalancerService_EnsureLoadBalancerDeleted_FullMethodName = "/ccmrs.cloudprovider.v1.LoadBalancerService/EnsureLoadBalancerDeleted"
 	LoadBalancerService_ListLoadBalancers_FullMethodName         = "/ccmrs.cloudprovider.v1.LoadBalancerService/ListLoadBalancers"
+	LoadBalancerService_PutNodeSet_FullMethodName                = "/ccmrs.cloudprovider.v1.LoadBalancerService/PutNodeSet"
 )
 
 // LoadBalancerServiceClient is the client API for LoadBalancerService service.
@@ -76,6 +77,16 @@ type LoadBalancerServiceClient interface {
 	// controller can find ones whose Service is gone. Paginated. Capability
 	// CAPABILITY_LIST_LOAD_BALANCERS. Deadline: 30 s per page.
 	ListLoadBalancers(ctx context.Context, in *ListLoadBalancersRequest, opts ...grpc.CallOption) (*ListLoadBalancersResponse, error)
+	// Keeps a set of nodes under an id, so that EnsureLoadBalancer and
+	// UpdateLoadBalancer can name the set (node_set_id) instead of carrying
+	// every node: with N Services over M Nodes, a change to the node set is
+	// then one set of M nodes sent once, not N times. Capability
+	// CAPABILITY_NODE_SETS. Idempotent: the controller derives the id from the
+	// nodes, so one id always names the same nodes and putting it again
+	// changes nothing. The provider keeps at least the 4 sets put most
+	// recently per cluster_name; it MAY forget older ones, and every set when
+	// it restarts. Touches nothing in the cloud. Deadline: 30 s.
+	PutNodeSet(ctx context.Context, in *PutNodeSetRequest, opts ...grpc.CallOption) (*PutNodeSetResponse, error)
 }
 
 type loadBalancerServiceClient struct {
@@ -146,6 +157,16 @@ func (c *loadBalancerServiceClient) ListLoadBalancers(ctx context.Context, in *L
 	return out, nil
 }
 
+func (c *loadBalancerServiceClient) PutNodeSet(ctx context.Context, in *PutNodeSetRequest, opts ...grpc.CallOption) (*PutNodeSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutNodeSetResponse)
+	err := c.cc.Invoke(ctx, LoadBalancerService_PutNodeSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LoadBalancerServiceServer is the server API for LoadBalancerService service.
 // All implementations must embed UnimplementedLoadBalancerServiceServer
 // for forward compatibility.
@@ -193,6 +214,16 @@ type LoadBalancerServiceServer interface {
 	// controller can find ones whose Service is gone. Paginated. Capability
 	// CAPABILITY_LIST_LOAD_BALANCERS. Deadline: 30 s per page.
 	ListLoadBalancers(context.Context, *ListLoadBalancersRequest) (*ListLoadBalancersResponse, error)
+	// Keeps a set of nodes under an id, so that EnsureLoadBalancer and
+	// UpdateLoadBalancer can name the set (node_set_id) instead of carrying
+	// every node: with N Services over M Nodes, a change to the node set is
+	// then one set of M nodes sent once, not N times. Capability
+	// CAPABILITY_NODE_SETS. Idempotent: the controller derives the id from the
+	// nodes, so one id always names the same nodes and putting it again
+	// changes nothing. The provider keeps at least the 4 sets put most
+	// recently per cluster_name; it MAY forget older ones, and every set when
+	// it restarts. Touches nothing in the cloud. Deadline: 30 s.
+	PutNodeSet(context.Context, *PutNodeSetRequest) (*PutNodeSetResponse, error)
 	mustEmbedUnimplementedLoadBalancerServiceServer()
 }
 
@@ -220,6 +251,9 @@ func (UnimplementedLoadBalancerServiceServer) EnsureLoadBalancerDeleted(context.
 }
 func (UnimplementedLoadBalancerServiceServer) ListLoadBalancers(context.Context, *ListLoadBalancersRequest) (*ListLoadBalancersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLoadBalancers not implemented")
+}
+func (UnimplementedLoadBalancerServiceServer) PutNodeSet(context.Context, *PutNodeSetRequest) (*PutNodeSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutNodeSet not implemented")
 }
 func (UnimplementedLoadBalancerServiceServer) mustEmbedUnimplementedLoadBalancerServiceServer() {}
 func (UnimplementedLoadBalancerServiceServer) testEmbeddedByValue()                             {}
@@ -350,6 +384,24 @@ func _LoadBalancerService_ListLoadBalancers_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LoadBalancerService_PutNodeSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutNodeSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoadBalancerServiceServer).PutNodeSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoadBalancerService_PutNodeSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoadBalancerServiceServer).PutNodeSet(ctx, req.(*PutNodeSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LoadBalancerService_ServiceDesc is the grpc.ServiceDesc for LoadBalancerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -380,6 +432,10 @@ var LoadBalancerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLoadBalancers",
 			Handler:    _LoadBalancerService_ListLoadBalancers_Handler,
+		},
+		{
+			MethodName: "PutNodeSet",
+			Handler:    _LoadBalancerService_PutNodeSet_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

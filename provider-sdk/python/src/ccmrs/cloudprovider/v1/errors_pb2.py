@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#ccmrs/cloudprovider/v1/errors.proto\x12\x16\x63\x63mrs.cloudprovider.v1*\xaf\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12#\n\x1f\x45RROR_REASON_INSTANCE_NOT_FOUND\x10\x01\x12\x1c\n\x18\x45RROR_REASON_RETRY_AFTER\x10\x02\x12%\n!ERROR_REASON_INVALID_SERVICE_SPEC\x10\x03\x12#\n\x1f\x45RROR_REASON_INVALID_ANNOTATION\x10\x04\x12\x1f\n\x1b\x45RROR_REASON_QUOTA_EXCEEDED\x10\x05\x12%\n!ERROR_REASON_CONFLICTING_RESOURCE\x10\x06\x12\"\n\x1e\x45RROR_REASON_OPERATION_PENDING\x10\x07\x12\"\n\x1e\x45RROR_REASON_CLOUD_UNAVAILABLE\x10\x08\x12$\n ERROR_REASON_CREDENTIALS_INVALID\x10\t\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\n\x12\x1b\n\x17\x45RROR_REASON_NOT_LEADER\x10\x0b\x42\x9f\x01\n io.github.ccmrs.cloudprovider.v1B\x0b\x45rrorsProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#ccmrs/cloudprovider/v1/errors.proto\x12\x16\x63\x63mrs.cloudprovider.v1*\xd2\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12#\n\x1f\x45RROR_REASON_INSTANCE_NOT_FOUND\x10\x01\x12\x1c\n\x18\x45RROR_REASON_RETRY_AFTER\x10\x02\x12%\n!ERROR_REASON_INVALID_SERVICE_SPEC\x10\x03\x12#\n\x1f\x45RROR_REASON_INVALID_ANNOTATION\x10\x04\x12\x1f\n\x1b\x45RROR_REASON_QUOTA_EXCEEDED\x10\x05\x12%\n!ERROR_REASON_CONFLICTING_RESOURCE\x10\x06\x12\"\n\x1e\x45RROR_REASON_OPERATION_PENDING\x10\x07\x12\"\n\x1e\x45RROR_REASON_CLOUD_UNAVAILABLE\x10\x08\x12$\n ERROR_REASON_CREDENTIALS_INVALID\x10\t\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\n\x12\x1b\n\x17\x45RROR_REASON_NOT_LEADER\x10\x0b\x12!\n\x1d\x45RROR_REASON_NODE_SET_UNKNOWN\x10\x0c\x42\x9f\x01\n io.github.ccmrs.cloudprovider.v1B\x0b\x45rrorsProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n io.github.ccmrs.cloudprovider.v1B\013ErrorsProtoP\001ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\252\002\026CcmRs.CloudProvider.V1'
   _globals['_ERRORREASON']._serialized_start=64
-  _globals['_ERRORREASON']._serialized_end=495
+  _globals['_ERRORREASON']._serialized_end=530
 # @@protoc_insertion_point(module_scope)

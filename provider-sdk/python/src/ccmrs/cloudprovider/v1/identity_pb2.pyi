@@ -18,6 +18,7 @@ class Capability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CAPABILITY_ZONES: _ClassVar[Capability]
     CAPABILITY_CLUSTERS: _ClassVar[Capability]
     CAPABILITY_VOLUME_LABELS: _ClassVar[Capability]
+    CAPABILITY_NODE_SETS: _ClassVar[Capability]
 
 class ProbeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -34,6 +35,7 @@ CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES: Capability
 CAPABILITY_ZONES: Capability
 CAPABILITY_CLUSTERS: Capability
 CAPABILITY_VOLUME_LABELS: Capability
+CAPABILITY_NODE_SETS: Capability
 PROBE_STATE_UNSPECIFIED: ProbeState
 PROBE_STATE_NOT_READY: ProbeState
 PROBE_STATE_STARTING: ProbeState

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ccmrs.cloudprovider.v1 import types_pb2 as ccmrs_dot_cloudprovider_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)ccmrs/cloudprovider/v1/loadbalancer.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"`\n\x16GetLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"\x97\x01\n\x17GetLoadBalancerResponse\x12@\n\texistence\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.LoadBalancerExistence\x12:\n\x06status\x18\x02 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatus\"d\n\x1aGetLoadBalancerNameRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"+\n\x1bGetLoadBalancerNameResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x93\x01\n\x19\x45nsureLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\x12.\n\x05nodes\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\'\n\x14ImplementedElsewhere\x12\x0f\n\x07message\x18\x01 \x01(\t\"\xe6\x01\n\x1a\x45nsureLoadBalancerResponse\x12<\n\x06status\x18\x01 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatusH\x00\x12M\n\x15implemented_elsewhere\x18\x02 \x01(\x0b\x32,.ccmrs.cloudprovider.v1.ImplementedElsewhereH\x00\x12\x31\n\x08warnings\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.WarningB\x08\n\x06result\"\x93\x01\n\x19UpdateLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\x12.\n\x05nodes\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\x15\n\x13LoadBalancerUpdated\"\xe8\x01\n\x1aUpdateLoadBalancerResponse\x12>\n\x07updated\x18\x01 \x01(\x0b\x32+.ccmrs.cloudprovider.v1.LoadBalancerUpdatedH\x00\x12M\n\x15implemented_elsewhere\x18\x02 \x01(\x0b\x32,.ccmrs.cloudprovider.v1.ImplementedElsewhereH\x00\x12\x31\n\x08warnings\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.WarningB\x08\n\x06result\"j\n EnsureLoadBalancerDeletedRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"V\n!EnsureLoadBalancerDeletedResponse\x12\x31\n\x08warnings\x18\x01 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Warning\"W\n\x18ListLoadBalancersRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\xa5\x01\n\x13LoadBalancerSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bservice_uid\x18\x02 \x01(\t\x12\x19\n\x11service_namespace\x18\x03 \x01(\t\x12\x14\n\x0cservice_name\x18\x04 \x01(\t\x12:\n\x06status\x18\x05 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatus\"y\n\x19ListLoadBalancersResponse\x12\x43\n\x0eload_balancers\x18\x01 \x03(\x0b\x32+.ccmrs.cloudprovider.v1.LoadBalancerSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8c\x01\n\x15LoadBalancerExistence\x12\'\n#LOAD_BALANCER_EXISTENCE_UNSPECIFIED\x10\x00\x12\"\n\x1eLOAD_BALANCER_EXISTENCE_EXISTS\x10\x01\x12&\n\"LOAD_BALANCER_EXISTENCE_NOT_EXISTS\x10\x02\x32\x90\x06\n\x13LoadBalancerService\x12r\n\x0fGetLoadBalancer\x12..ccmrs.cloudprovider.v1.GetLoadBalancerRequest\x1a/.ccmrs.cloudprovider.v1.GetLoadBalancerResponse\x12~\n\x13GetLoadBalancerName\x12\x32.ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest\x1a\x33.ccmrs.cloudprovider.v1.GetLoadBalancerNameResponse\x12{\n\x12\x45nsureLoadBalancer\x12\x31.ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest\x1a\x32.ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse\x12{\n\x12UpdateLoadBalancer\x12\x31.ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest\x1a\x32.ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse\x12\x90\x01\n\x19\x45nsureLoadBalancerDeleted\x12\x38.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest\x1a\x39.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse\x12x\n\x11ListLoadBalancers\x12\x30.ccmrs.cloudprovider.v1.ListLoadBalancersRequest\x1a\x31.ccmrs.cloudprovider.v1.ListLoadBalancersResponseB\xa5\x01\n io.github.ccmrs.cloudprovider.v1B\x11LoadBalancerProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)ccmrs/cloudprovider/v1/loadbalancer.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"`\n\x16GetLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"\x97\x01\n\x17GetLoadBalancerResponse\x12@\n\texistence\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.LoadBalancerExistence\x12:\n\x06status\x18\x02 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatus\"d\n\x1aGetLoadBalancerNameRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"+\n\x1bGetLoadBalancerNameResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xa8\x01\n\x19\x45nsureLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\x12.\n\x05nodes\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\x12\x13\n\x0bnode_set_id\x18\x04 \x01(\t\"\'\n\x14ImplementedElsewhere\x12\x0f\n\x07message\x18\x01 \x01(\t\"\xe6\x01\n\x1a\x45nsureLoadBalancerResponse\x12<\n\x06status\x18\x01 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatusH\x00\x12M\n\x15implemented_elsewhere\x18\x02 \x01(\x0b\x32,.ccmrs.cloudprovider.v1.ImplementedElsewhereH\x00\x12\x31\n\x08warnings\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.WarningB\x08\n\x06result\"\xa8\x01\n\x19UpdateLoadBalancerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\x12.\n\x05nodes\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\x12\x13\n\x0bnode_set_id\x18\x04 \x01(\t\"\x15\n\x13LoadBalancerUpdated\"\xe8\x01\n\x1aUpdateLoadBalancerResponse\x12>\n\x07updated\x18\x01 \x01(\x0b\x32+.ccmrs.cloudprovider.v1.LoadBalancerUpdatedH\x00\x12M\n\x15implemented_elsewhere\x18\x02 \x01(\x0b\x32,.ccmrs.cloudprovider.v1.ImplementedElsewhereH\x00\x12\x31\n\x08warnings\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.WarningB\x08\n\x06result\"j\n EnsureLoadBalancerDeletedRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x30\n\x07service\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Service\"V\n!EnsureLoadBalancerDeletedResponse\x12\x31\n\x08warnings\x18\x01 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Warning\"W\n\x18ListLoadBalancersRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\xa5\x01\n\x13LoadBalancerSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bservice_uid\x18\x02 \x01(\t\x12\x19\n\x11service_namespace\x18\x03 \x01(\t\x12\x14\n\x0cservice_name\x18\x04 \x01(\t\x12:\n\x06status\x18\x05 \x01(\x0b\x32*.ccmrs.cloudprovider.v1.LoadBalancerStatus\"y\n\x19ListLoadBalancersResponse\x12\x43\n\x0eload_balancers\x18\x01 \x03(\x0b\x32+.ccmrs.cloudprovider.v1.LoadBalancerSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"n\n\x11PutNodeSetRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0bnode_set_id\x18\x02 \x01(\t\x12.\n\x05nodes\x18\x03 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\x14\n\x12PutNodeSetResponse*\x8c\x01\n\x15LoadBalancerExistence\x12\'\n#LOAD_BALANCER_EXISTENCE_UNSPECIFIED\x10\x00\x12\"\n\x1eLOAD_BALANCER_EXISTENCE_EXISTS\x10\x01\x12&\n\"LOAD_BALANCER_EXISTENCE_NOT_EXISTS\x10\x02\x32\xf5\x06\n\x13LoadBalancerService\x12r\n\x0fGetLoadBalancer\x12..ccmrs.cloudprovider.v1.GetLoadBalancerRequest\x1a/.ccmrs.cloudprovider.v1.GetLoadBalancerResponse\x12~\n\x13GetLoadBalancerName\x12\x32.ccmrs.cloudprovider.v1.GetLoadBalancerNameRequest\x1a\x33.ccmrs.cloudprovider.v1.GetLoadBalancerNameResponse\x12{\n\x12\x45nsureLoadBalancer\x12\x31.ccmrs.cloudprovider.v1.EnsureLoadBalancerRequest\x1a\x32.ccmrs.cloudprovider.v1.EnsureLoadBalancerResponse\x12{\n\x12UpdateLoadBalancer\x12\x31.ccmrs.cloudprovider.v1.UpdateLoadBalancerRequest\x1a\x32.ccmrs.cloudprovider.v1.UpdateLoadBalancerResponse\x12\x90\x01\n\x19\x45nsureLoadBalancerDeleted\x12\x38.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedRequest\x1a\x39.ccmrs.cloudprovider.v1.EnsureLoadBalancerDeletedResponse\x12x\n\x11ListLoadBalancers\x12\x30.ccmrs.cloudprovider.v1.ListLoadBalancersRequest\x1a\x31.ccmrs.cloudprovider.v1.ListLoadBalancersResponse\x12\x63\n\nPutNodeSet\x12).ccmrs.cloudprovider.v1.PutNodeSetRequest\x1a*.ccmrs.cloudprovider.v1.PutNodeSetResponseB\xa5\x01\n io.github.ccmrs.cloudprovider.v1B\x11LoadBalancerProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ccmrs.cloudprovider.v1.load
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n io.github.ccmrs.cloudprovider.v1B\021LoadBalancerProtoP\001ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\252\002\026CcmRs.CloudProvider.V1'
-  _globals['_LOADBALANCEREXISTENCE']._serialized_start=1913
-  _globals['_LOADBALANCEREXISTENCE']._serialized_end=2053
+  _globals['_LOADBALANCEREXISTENCE']._serialized_start=2089
+  _globals['_LOADBALANCEREXISTENCE']._serialized_end=2229
   _globals['_GETLOADBALANCERREQUEST']._serialized_start=105
   _globals['_GETLOADBALANCERREQUEST']._serialized_end=201
   _globals['_GETLOADBALANCERRESPONSE']._serialized_start=204
@@ -44,27 +44,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETLOADBALANCERNAMERESPONSE']._serialized_start=459
   _globals['_GETLOADBALANCERNAMERESPONSE']._serialized_end=502
   _globals['_ENSURELOADBALANCERREQUEST']._serialized_start=505
-  _globals['_ENSURELOADBALANCERREQUEST']._serialized_end=652
-  _globals['_IMPLEMENTEDELSEWHERE']._serialized_start=654
-  _globals['_IMPLEMENTEDELSEWHERE']._serialized_end=693
-  _globals['_ENSURELOADBALANCERRESPONSE']._serialized_start=696
-  _globals['_ENSURELOADBALANCERRESPONSE']._serialized_end=926
-  _globals['_UPDATELOADBALANCERREQUEST']._serialized_start=929
-  _globals['_UPDATELOADBALANCERREQUEST']._serialized_end=1076
-  _globals['_LOADBALANCERUPDATED']._serialized_start=1078
-  _globals['_LOADBALANCERUPDATED']._serialized_end=1099
-  _globals['_UPDATELOADBALANCERRESPONSE']._serialized_start=1102
-  _globals['_UPDATELOADBALANCERRESPONSE']._serialized_end=1334
-  _globals['_ENSURELOADBALANCERDELETEDREQUEST']._serialized_start=1336
-  _globals['_ENSURELOADBALANCERDELETEDREQUEST']._serialized_end=1442
-  _globals['_ENSURELOADBALANCERDELETEDRESPONSE']._serialized_start=1444
-  _globals['_ENSURELOADBALANCERDELETEDRESPONSE']._serialized_end=1530
-  _globals['_LISTLOADBALANCERSREQUEST']._serialized_start=1532
-  _globals['_LISTLOADBALANCERSREQUEST']._serialized_end=1619
-  _globals['_LOADBALANCERSUMMARY']._serialized_start=1622
-  _globals['_LOADBALANCERSUMMARY']._serialized_end=1787
-  _globals['_LISTLOADBALANCERSRESPONSE']._serialized_start=1789
-  _globals['_LISTLOADBALANCERSRESPONSE']._serialized_end=1910
-  _globals['_LOADBALANCERSERVICE']._serialized_start=2056
-  _globals['_LOADBALANCERSERVICE']._serialized_end=2840
+  _globals['_ENSURELOADBALANCERREQUEST']._serialized_end=673
+  _globals['_IMPLEMENTEDELSEWHERE']._serialized_start=675
+  _globals['_IMPLEMENTEDELSEWHERE']._serialized_end=714
+  _globals['_ENSURELOADBALANCERRESPONSE']._serialized_start=717
+  _globals['_ENSURELOADBALANCERRESPONSE']._serialized_end=947
+  _globals['_UPDATELOADBALANCERREQUEST']._serialized_start=950
+  _globals['_UPDATELOADBALANCERREQUEST']._serialized_end=1118
+  _globals['_LOADBALANCERUPDATED']._serialized_start=1120
+  _globals['_LOADBALANCERUPDATED']._serialized_end=1141
+  _globals['_UPDATELOADBALANCERRESPONSE']._serialized_start=1144
+  _globals['_UPDATELOADBALANCERRESPONSE']._serialized_end=1376
+  _globals['_ENSURELOADBALANCERDELETEDREQUEST']._serialized_start=1378
+  _globals['_ENSURELOADBALANCERDELETEDREQUEST']._serialized_end=1484
+  _globals['_ENSURELOADBALANCERDELETEDRESPONSE']._serialized_start=1486
+  _globals['_ENSURELOADBALANCERDELETEDRESPONSE']._serialized_end=1572
+  _globals['_LISTLOADBALANCERSREQUEST']._serialized_start=1574
+  _globals['_LISTLOADBALANCERSREQUEST']._serialized_end=1661
+  _globals['_LOADBALANCERSUMMARY']._serialized_start=1664
+  _globals['_LOADBALANCERSUMMARY']._serialized_end=1829
+  _globals['_LISTLOADBALANCERSRESPONSE']._serialized_start=1831
+  _globals['_LISTLOADBALANCERSRESPONSE']._serialized_end=1952
+  _globals['_PUTNODESETREQUEST']._serialized_start=1954
+  _globals['_PUTNODESETREQUEST']._serialized_end=2064
+  _globals['_PUTNODESETRESPONSE']._serialized_start=2066
+  _globals['_PUTNODESETRESPONSE']._serialized_end=2086
+  _globals['_LOADBALANCERSERVICE']._serialized_start=2232
+  _globals['_LOADBALANCERSERVICE']._serialized_end=3117
 # @@protoc_insertion_point(module_scope)

@@ -48,14 +48,16 @@ class GetLoadBalancerNameResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class EnsureLoadBalancerRequest(_message.Message):
-    __slots__ = ("cluster_name", "service", "nodes")
+    __slots__ = ("cluster_name", "service", "nodes", "node_set_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_SET_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     service: _types_pb2.Service
     nodes: _containers.RepeatedCompositeFieldContainer[_types_pb2.NodeRef]
-    def __init__(self, cluster_name: _Optional[str] = ..., service: _Optional[_Union[_types_pb2.Service, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeRef, _Mapping]]] = ...) -> None: ...
+    node_set_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., service: _Optional[_Union[_types_pb2.Service, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeRef, _Mapping]]] = ..., node_set_id: _Optional[str] = ...) -> None: ...
 
 class ImplementedElsewhere(_message.Message):
     __slots__ = ("message",)
@@ -74,14 +76,16 @@ class EnsureLoadBalancerResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_types_pb2.LoadBalancerStatus, _Mapping]] = ..., implemented_elsewhere: _Optional[_Union[ImplementedElsewhere, _Mapping]] = ..., warnings: _Optional[_Iterable[_Union[_types_pb2.Warning, _Mapping]]] = ...) -> None: ...
 
 class UpdateLoadBalancerRequest(_message.Message):
-    __slots__ = ("cluster_name", "service", "nodes")
+    __slots__ = ("cluster_name", "service", "nodes", "node_set_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_SET_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     service: _types_pb2.Service
     nodes: _containers.RepeatedCompositeFieldContainer[_types_pb2.NodeRef]
-    def __init__(self, cluster_name: _Optional[str] = ..., service: _Optional[_Union[_types_pb2.Service, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeRef, _Mapping]]] = ...) -> None: ...
+    node_set_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., service: _Optional[_Union[_types_pb2.Service, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeRef, _Mapping]]] = ..., node_set_id: _Optional[str] = ...) -> None: ...
 
 class LoadBalancerUpdated(_message.Message):
     __slots__ = ()
@@ -142,3 +146,17 @@ class ListLoadBalancersResponse(_message.Message):
     load_balancers: _containers.RepeatedCompositeFieldContainer[LoadBalancerSummary]
     next_page_token: str
     def __init__(self, load_balancers: _Optional[_Iterable[_Union[LoadBalancerSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PutNodeSetRequest(_message.Message):
+    __slots__ = ("cluster_name", "node_set_id", "nodes")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SET_ID_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    node_set_id: str
+    nodes: _containers.RepeatedCompositeFieldContainer[_types_pb2.NodeRef]
+    def __init__(self, cluster_name: _Optional[str] = ..., node_set_id: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeRef, _Mapping]]] = ...) -> None: ...
+
+class PutNodeSetResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

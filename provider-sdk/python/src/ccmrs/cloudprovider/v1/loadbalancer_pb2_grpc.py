@@ -71,6 +71,11 @@ class LoadBalancerServiceStub:
                 request_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersRequest.SerializeToString,
                 response_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersResponse.FromString,
                 _registered_method=True)
+        self.PutNodeSet = channel.unary_unary(
+                '/ccmrs.cloudprovider.v1.LoadBalancerService/PutNodeSet',
+                request_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetRequest.SerializeToString,
+                response_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetResponse.FromString,
+                _registered_method=True)
 
 
 class LoadBalancerServiceServicer:
@@ -148,6 +153,21 @@ class LoadBalancerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutNodeSet(self, request, context):
+        """Keeps a set of nodes under an id, so that EnsureLoadBalancer and
+        UpdateLoadBalancer can name the set (node_set_id) instead of carrying
+        every node: with N Services over M Nodes, a change to the node set is
+        then one set of M nodes sent once, not N times. Capability
+        CAPABILITY_NODE_SETS. Idempotent: the controller derives the id from the
+        nodes, so one id always names the same nodes and putting it again
+        changes nothing. The provider keeps at least the 4 sets put most
+        recently per cluster_name; it MAY forget older ones, and every set when
+        it restarts. Touches nothing in the cloud. Deadline: 30 s.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LoadBalancerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +200,11 @@ def add_LoadBalancerServiceServicer_to_server(servicer, server):
                     servicer.ListLoadBalancers,
                     request_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersRequest.FromString,
                     response_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersResponse.SerializeToString,
+            ),
+            'PutNodeSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutNodeSet,
+                    request_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetRequest.FromString,
+                    response_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +376,33 @@ class LoadBalancerService:
             '/ccmrs.cloudprovider.v1.LoadBalancerService/ListLoadBalancers',
             ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersRequest.SerializeToString,
             ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.ListLoadBalancersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutNodeSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccmrs.cloudprovider.v1.LoadBalancerService/PutNodeSet',
+            ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetRequest.SerializeToString,
+            ccmrs_dot_cloudprovider_dot_v1_dot_loadbalancer__pb2.PutNodeSetResponse.FromString,
             options,
             channel_credentials,
             insecure,

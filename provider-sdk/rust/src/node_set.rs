@@ -1,0 +1,149 @@
+//! The nodes of load balancer calls as one shared value. A controller sends
+//! the same node set with every EnsureLoadBalancer and UpdateLoadBalancer
+//! until the set changes: with 1,000 Services over 1,000 Nodes, copying,
+//! encoding and decoding the set for every call was most of the CPU of
+//! both processes. A [`NodeSet`] is built once, shared by its clones,
+//! encoded at most once (the client copies those bytes into each request),
+//! and named by an id derived from that encoding, which lets a provider
+//! with `CAPABILITY_NODE_SETS` receive it once (PutNodeSet) and then only
+//! its id.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use prost::bytes::Bytes;
+use prost::encoding;
+
+use crate::proto::NodeRef;
+
+/// `nodes` in EnsureLoadBalancerRequest, UpdateLoadBalancerRequest and
+/// PutNodeSetRequest.
+pub(crate) const NODES_TAG: u32 = 3;
+
+/// Nodes for load balancer calls. Cheap to clone: clones share the nodes,
+/// their encoding and their id.
+#[derive(Clone, Default)]
+pub struct NodeSet {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    nodes: Vec<NodeRef>,
+    /// Each node as field 3 of the request, in order.
+    encoded: OnceLock<Bytes>,
+    id: OnceLock<String>,
+}
+
+impl NodeSet {
+    pub fn new(nodes: Vec<NodeRef>) -> Self {
+        NodeSet {
+            inner: Arc::new(Inner {
+                nodes,
+                ..Inner::default()
+            }),
+        }
+    }
+
+    pub fn nodes(&self) -> &[NodeRef] {
+        &self.inner.nodes
+    }
+
+    /// The nodes as an owned list (a copy).
+    pub fn to_vec(&self) -> Vec<NodeRef> {
+        self.inner.nodes.clone()
+    }
+
+    /// `sha256-` and the hex SHA-256 of the nodes as encoded: the same
+    /// nodes in the same order always have the same id.
+    pub fn id(&self) -> &str {
+        self.inner.id.get_or_init(|| {
+            let digest = ring::digest::digest(&ring::digest::SHA256, self.encoded());
+            let mut id = String::with_capacity(7 + 64);
+            id.push_str("sha256-");
+            for b in digest.as_ref() {
+                id.push_str(&format!("{b:02x}"));
+            }
+            id
+        })
+    }
+
+    /// The nodes as field 3 of a request, encoded on first use.
+    pub(crate) fn encoded(&self) -> &Bytes {
+        self.inner.encoded.get_or_init(|| {
+            let nodes = &self.inner.nodes;
+            let len = nodes
+                .iter()
+                .map(|n| encoding::message::encoded_len(NODES_TAG, n))
+                .sum();
+            let mut buf = Vec::with_capacity(len);
+            for n in nodes {
+                encoding::message::encode(NODES_TAG, n, &mut buf);
+            }
+            buf.into()
+        })
+    }
+}
+
+impl Deref for NodeSet {
+    type Target = [NodeRef];
+
+    fn deref(&self) -> &[NodeRef] {
+        &self.inner.nodes
+    }
+}
+
+impl From<Vec<NodeRef>> for NodeSet {
+    fn from(nodes: Vec<NodeRef>) -> Self {
+        NodeSet::new(nodes)
+    }
+}
+
+impl From<&NodeSet> for NodeSet {
+    fn from(set: &NodeSet) -> Self {
+        set.clone()
+    }
+}
+
+impl PartialEq for NodeSet {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || self.inner.nodes == other.inner.nodes
+    }
+}
+
+impl fmt::Debug for NodeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeSet")
+            .field("nodes", &self.inner.nodes.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> NodeRef {
+        NodeRef {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_id_follows_the_nodes() {
+        let ab = NodeSet::new(vec![node("a"), node("b")]);
+        let again = NodeSet::new(vec![node("a"), node("b")]);
+        let other = NodeSet::new(vec![node("a"), node("c")]);
+        assert_eq!(ab.id(), again.id());
+        assert_ne!(ab.id(), other.id());
+        assert_ne!(NodeSet::default().id(), ab.id());
+        assert!(
+            ab.id().starts_with("sha256-") && ab.id().len() == 71,
+            "{}",
+            ab.id()
+        );
+        assert!(crate::validate::node_set_id("id", ab.id()).is_ok());
+    }
+}
