@@ -39,7 +39,6 @@ mod orphans;
 use super::backoff::Backoff;
 use super::context::Context;
 use super::workqueue::{self, Action};
-use crate::k8s::node;
 use decide::{SpecError, Standing};
 
 /// The backend loop starts its pass once the node set has been quiet this
@@ -172,18 +171,26 @@ pub struct Lb {
     backoff: Backoff,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
+    /// Bumped by the node watch after each change it applied to the cache.
+    node_generation: tokio::sync::watch::Receiver<u64>,
     /// The backends as sent to the provider and their digest, keyed by the
-    /// node cache's (name, resourceVersion) set: a burst of Ensures shares
-    /// one conversion instead of converting every Node once per Service.
+    /// node generation they were built at: a burst of Ensures shares one
+    /// conversion (and one NodeSet) instead of converting every Node once
+    /// per Service.
     backend_cache: Mutex<Option<(u64, Backends)>>,
     /// Asks the reconciler for a full sync of a Service.
     resync: mpsc::UnboundedSender<ObjectRef<Service>>,
 }
 
 impl Lb {
-    fn new(ctx: Arc<Context>, resync: mpsc::UnboundedSender<ObjectRef<Service>>) -> Arc<Self> {
+    fn new(
+        ctx: Arc<Context>,
+        node_generation: tokio::sync::watch::Receiver<u64>,
+        resync: mpsc::UnboundedSender<ObjectRef<Service>>,
+    ) -> Arc<Self> {
         Arc::new(Lb {
             ctx,
+            node_generation,
             records: Mutex::default(),
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
             reported_annotations: Mutex::default(),
@@ -202,26 +209,22 @@ impl Lb {
 
     /// The backend nodes now, and their digest (see `backend_cache`).
     fn current_backends(&self) -> Backends {
-        let nodes = self.ctx.nodes.state();
-        // Order-independent: the store's order is arbitrary.
-        let key = nodes.iter().fold(nodes.len() as u64, |acc, n| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (node::name(n), n.metadata.resource_version.as_deref()).hash(&mut h);
-            acc ^ h.finish()
-        });
+        // The generation first: the cache read after it is at least as new,
+        // so what is kept under it is never older than it says.
+        let generation = *self.node_generation.borrow();
         let mut cache = self.backend_cache.lock();
-        if let Some((k, backends)) = cache.as_ref()
-            && *k == key
+        if let Some((g, backends)) = cache.as_ref()
+            && *g == generation
         {
             return backends.clone();
         }
+        let nodes = self.ctx.nodes.state();
         let nodes = decide::backends(nodes.iter().map(|n| n.as_ref()));
         let backends = Backends {
             digest: decide::backend_set(&nodes),
             nodes: NodeSet::new(nodes),
         };
-        *cache = Some((key, backends.clone()));
+        *cache = Some((generation, backends.clone()));
         backends
     }
 
@@ -697,7 +700,7 @@ pub async fn run(
 ) {
     let client = ctx.client.clone();
     let (resync, resync_requests) = mpsc::unbounded();
-    let lb = Lb::new(ctx, resync);
+    let lb = Lb::new(ctx, node_changes.clone(), resync);
     let (store, writer) = reflector::store();
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
@@ -732,6 +735,11 @@ mod tests {
     use crate::controllers::testing::*;
     use ccm_fake_provider::FakeConfig;
     use kube::api::ObjectMeta;
+
+    /// A node generation that never moves: these tests never change nodes.
+    fn unchanging() -> tokio::sync::watch::Receiver<u64> {
+        tokio::sync::watch::channel(0).1
+    }
 
     fn backend(name: &str) -> k8s_openapi::api::core::v1::Node {
         k8s_openapi::api::core::v1::Node {
@@ -769,7 +777,7 @@ mod tests {
         let provider = fake_provider(FakeConfig::default());
         let (client, _api) = accepting_api();
         let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(context(client, &provider, vec![]), resync);
+        let lb = Lb::new(context(client, &provider, vec![]), unchanging(), resync);
         lb.record("ns/gone");
         let (store, _writer) = reflector::store::<Service>();
         let (synced, synced_rx) = tokio::sync::watch::channel(false);
@@ -799,7 +807,11 @@ mod tests {
         ready(&provider).await;
         let (client, api) = accepting_api();
         let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
         let svc = Arc::new(lb_service());
 
         let (_, failed) = sync(svc.clone(), lb.clone()).await;
@@ -871,7 +883,11 @@ mod tests {
             }
         });
         let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
         let (action, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
         assert!(!failed);
         assert_eq!(action, Action::await_change());
@@ -906,7 +922,11 @@ mod tests {
         );
         let (client, api) = accepting_api();
         let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(context(client, &provider, vec![backend("n1")]), resync);
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
         let (action, failed) = sync(Arc::new(lb_service()), lb).await;
         assert!(failed);
         assert_eq!(action, Action::requeue(Duration::from_secs(5)));
