@@ -192,6 +192,23 @@ fn client(path: &Path, opts: ClientOptions) -> ProviderClient {
     ProviderClient::connect_lazy(&format!("unix://{}", path.display()), opts).unwrap()
 }
 
+/// A plain tonic channel to the socket, for requests the SDK's client
+/// would never send.
+async fn raw_channel(path: &Path) -> tonic::transport::Channel {
+    let path = path.to_owned();
+    tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(path).await?,
+                ))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
 fn node(name: &str) -> NodeRef {
     NodeRef {
         name: name.into(),
@@ -508,20 +525,7 @@ async fn invalid_requests_are_rejected_naming_the_field_before_the_provider_runs
         ..Default::default()
     };
     let server = serve(&path, cloud.clone(), false).await;
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn({
-            let path = path.clone();
-            move |_| {
-                let path = path.clone();
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(path).await?,
-                    ))
-                }
-            }
-        }))
-        .await
-        .unwrap();
+    let channel = raw_channel(&path).await;
     let mut raw = proto::instances_service_client::InstancesServiceClient::new(channel);
     let cases = [
         (proto::InstanceExistsRequest { node: None }, "node"),
@@ -675,20 +679,7 @@ async fn a_node_set_is_put_once_and_named_by_id_until_the_provider_forgets_it() 
         nodes: vec![node("vm-9")],
         node_set_id: String::new(),
     };
-    let channel = tonic::transport::Endpoint::from_static("http://provider")
-        .connect_with_connector(tower::service_fn({
-            let path = path.clone();
-            move |_| {
-                let path = path.clone();
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(path).await?,
-                    ))
-                }
-            }
-        }))
-        .await
-        .unwrap();
+    let channel = raw_channel(&path).await;
     let mut lb = proto::load_balancer_service_client::LoadBalancerServiceClient::new(channel);
     let answer = lb
         .ensure_load_balancer(raw.clone())

@@ -88,17 +88,12 @@ impl<R> fmt::Debug for WithNodes<R> {
 
 impl<R: Send + Sync> Message for WithNodes<R> {
     fn encode_raw(&self, buf: &mut impl BufMut) {
-        if !self.cluster_name.is_empty() {
-            encoding::string::encode(1, &self.cluster_name, buf);
-        }
+        put_string(1, &self.cluster_name, buf);
         if let Some(service) = &self.service {
             encoding::message::encode(2, service, buf);
         }
         if self.by_id {
-            let id = self.nodes.id().as_bytes();
-            encoding::encode_key(NODE_SET_ID_TAG, WireType::LengthDelimited, buf);
-            encoding::encode_varint(id.len() as u64, buf);
-            buf.put_slice(id);
+            put_string(NODE_SET_ID_TAG, self.nodes.id(), buf);
         } else {
             buf.put_slice(self.nodes.encoded());
         }
@@ -111,30 +106,42 @@ impl<R: Send + Sync> Message for WithNodes<R> {
         buf: &mut impl Buf,
         ctx: DecodeContext,
     ) -> Result<(), DecodeError> {
+        // Only ever sent.
         encoding::skip_field(wire_type, tag, buf, ctx)
     }
 
     fn encoded_len(&self) -> usize {
-        let cluster = if self.cluster_name.is_empty() {
-            0
-        } else {
-            encoding::string::encoded_len(1, &self.cluster_name)
-        };
         let service = self
             .service
             .as_ref()
             .map_or(0, |s| encoding::message::encoded_len(2, s));
         let nodes = if self.by_id {
-            let id = self.nodes.id().len();
-            encoding::key_len(NODE_SET_ID_TAG) + encoding::encoded_len_varint(id as u64) + id
+            string_len(NODE_SET_ID_TAG, self.nodes.id())
         } else {
             self.nodes.encoded().len()
         };
-        cluster + service + nodes
+        string_len(1, &self.cluster_name) + service + nodes
     }
 
     fn clear(&mut self) {
         *self = WithNodes::default();
+    }
+}
+
+/// A string field as prost writes it: left out when empty.
+fn put_string(tag: u32, value: &str, buf: &mut impl BufMut) {
+    if !value.is_empty() {
+        encoding::encode_key(tag, WireType::LengthDelimited, buf);
+        encoding::encode_varint(value.len() as u64, buf);
+        buf.put_slice(value.as_bytes());
+    }
+}
+
+fn string_len(tag: u32, value: &str) -> usize {
+    if value.is_empty() {
+        0
+    } else {
+        encoding::key_len(tag) + encoding::encoded_len_varint(value.len() as u64) + value.len()
     }
 }
 
@@ -199,13 +206,8 @@ pub(super) struct PutSet {
 
 impl Message for PutSet {
     fn encode_raw(&self, buf: &mut impl BufMut) {
-        if !self.cluster_name.is_empty() {
-            encoding::string::encode(1, &self.cluster_name, buf);
-        }
-        let id = self.nodes.id().as_bytes();
-        encoding::encode_key(2, WireType::LengthDelimited, buf);
-        encoding::encode_varint(id.len() as u64, buf);
-        buf.put_slice(id);
+        put_string(1, &self.cluster_name, buf);
+        put_string(2, self.nodes.id(), buf);
         buf.put_slice(self.nodes.encoded());
     }
 
@@ -216,20 +218,13 @@ impl Message for PutSet {
         buf: &mut impl Buf,
         ctx: DecodeContext,
     ) -> Result<(), DecodeError> {
+        // Only ever sent.
         encoding::skip_field(wire_type, tag, buf, ctx)
     }
 
     fn encoded_len(&self) -> usize {
-        let cluster = if self.cluster_name.is_empty() {
-            0
-        } else {
-            encoding::string::encoded_len(1, &self.cluster_name)
-        };
-        let id = self.nodes.id().len();
-        cluster
-            + encoding::key_len(2)
-            + encoding::encoded_len_varint(id as u64)
-            + id
+        string_len(1, &self.cluster_name)
+            + string_len(2, self.nodes.id())
             + self.nodes.encoded().len()
     }
 
