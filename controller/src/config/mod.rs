@@ -136,8 +136,11 @@ pub struct ControllersArgs {
     #[arg(long, default_value = "5m", value_parser = duration::parse)]
     pub node_status_update_frequency: Duration,
 
-    /// Nodes initialised in parallel.
-    #[arg(long, default_value = "1", value_parser = positive::<NonZeroU16>("concurrent-node-syncs must be a positive number"))]
+    /// Nodes initialised in parallel. Upstream defaults to 1, which makes a
+    /// burst of new Nodes (a pool scaling up) wait in one line for the
+    /// provider and two API writes each; provider calls stay bounded by
+    /// --provider-max-concurrency.
+    #[arg(long, default_value = "8", value_parser = positive::<NonZeroU16>("concurrent-node-syncs must be a positive number"))]
     pub concurrent_node_syncs: NonZeroU16,
 
     /// Services synced in parallel, and the parallelism of backend updates

@@ -123,6 +123,14 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
     // Upstream's defaults (20 QPS, burst 30, one worker), then limits lifted.
-    run(n, &["--kube-api-qps=20", "--kube-api-burst=30"]).await;
+    run(
+        n,
+        &[
+            "--kube-api-qps=20",
+            "--kube-api-burst=30",
+            "--concurrent-node-syncs=1",
+        ],
+    )
+    .await;
     run(n, &["--kube-api-qps=0", "--concurrent-node-syncs=8"]).await;
 }
