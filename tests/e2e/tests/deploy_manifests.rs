@@ -100,6 +100,16 @@ fn check_deployment(d: &Value) {
     ] {
         assert!(tolerated.contains(&key), "toleration {key}");
     }
+    let uninitialized = pod["tolerations"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|t| t["key"] == "node.cloudprovider.kubernetes.io/uninitialized")
+        .unwrap();
+    assert_eq!(
+        uninitialized["operator"], "Exists",
+        "any value of the taint is tolerated, as upstream's manifests do"
+    );
     assert!(pod["affinity"]["podAntiAffinity"].is_mapping());
     let containers = pod["containers"].as_sequence().unwrap();
     assert_eq!(containers.len(), 2, "controller + provider sidecar");
@@ -130,10 +140,44 @@ fn check_deployment(d: &Value) {
         probe_timeout.is_some_and(|t| t > verdict_within.as_secs()),
         "kubelet must wait longer than /readyz takes to decide: {probe_timeout:?}"
     );
-    let volume = &pod["volumes"][0];
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    let volume = |name: &str| {
+        volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
     assert!(
-        volume["emptyDir"].is_mapping(),
+        volume("provider-socket")["emptyDir"].is_mapping(),
         "the socket lives in an emptyDir"
+    );
+
+    // Only the controller holds a credential for the cluster: no token is
+    // mounted by default, and the projected one goes to the controller
+    // container alone.
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let token = &volume("kube-api-access")["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(token["path"], "token");
+    const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    assert!(
+        strings(&controller["volumeMounts"], Some("mountPath")).contains(&TOKEN_DIR),
+        "the controller reads its token where in-cluster clients look"
+    );
+    let provider = &containers[1];
+    assert_eq!(provider["name"], "provider");
+    for mount in strings(&provider["volumeMounts"], Some("mountPath")) {
+        assert!(
+            !mount.starts_with("/var/run/secrets/kubernetes.io"),
+            "the provider must not see a cluster token: {mount}"
+        );
+    }
+    assert!(
+        provider["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .all(|m| m["name"] != "kube-api-access"),
+        "the provider must not mount the token volume"
     );
 }
 
@@ -232,14 +276,22 @@ fn check_local_provider_pod(d: &Value) {
     );
     assert_eq!(
         strings(&pod["containers"][0]["volumeMounts"], Some("mountPath")),
-        ["/var/run/cloud-provider"],
-        "the controller sees only the socket"
+        [
+            "/var/run/cloud-provider",
+            "/var/run/secrets/kubernetes.io/serviceaccount"
+        ],
+        "the controller sees the socket and its own token, not the provider's files"
     );
     assert_eq!(
         strings(&pod["volumes"], Some("name")),
-        ["provider-socket", "inventory", "provider-state"]
+        [
+            "kube-api-access",
+            "provider-socket",
+            "inventory",
+            "provider-state"
+        ]
     );
-    let inventory = &pod["volumes"][1];
+    let inventory = &pod["volumes"][2];
     assert_eq!(inventory["configMap"]["name"], "local-provider-inventory");
 }
 
