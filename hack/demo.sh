@@ -179,7 +179,7 @@ admin_port=$(free_port)
 step "controller: cloud-controller-manager (log: $work/controller.log; admin on :$admin_port); watching the nodes"
 "$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
   --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
-  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 --admin-port="$admin_port" >"$work/controller.log" 2>&1 &
+  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 --secure-port=0 --admin-port="$admin_port" --bind-address=127.0.0.1 >"$work/controller.log" 2>&1 &
 pids+=($!)
 
 watch_nodes

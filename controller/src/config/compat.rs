@@ -4,7 +4,7 @@
 //! Every flag of upstream's `--help` parses, with upstream's value syntax
 //! (Go booleans `--flag`, `--flag=true|false`; Go durations; string slices
 //! by comma and by repetition). Those with a meaning here are typed fields
-//! of [`CompatArgs`] and are used: `-v`, `--logging-format`, `--secure-port`,
+//! of [`CompatArgs`] and are used: `-v`, `--logging-format`,
 //! `--master`, `--leader-elect-resource-lock`, `--allow-untagged-cloud`. The
 //! others ([`IGNORED`]) are hidden from `--help` and only produce one
 //! warning each ([`warnings`]) when their value asks for something upstream
@@ -47,12 +47,6 @@ pub struct CompatArgs {
     /// that server without credentials, as upstream).
     #[arg(long, value_parser = master_url)]
     pub master: Option<String>,
-
-    /// Upstream's HTTPS port for /healthz and /metrics: here the admin
-    /// server's port, served as plain HTTP (same as --admin-port; 0
-    /// disables it).
-    #[arg(long)]
-    pub secure_port: Option<u16>,
 
     /// The leader-election lock: only "leases" exists.
     #[arg(long, default_value = "leases")]
@@ -208,8 +202,13 @@ const fn alias(mut f: Ignored, alias: &'static str) -> Ignored {
 }
 
 const NODE_IPAM: &str = "node-ipam is not implemented here: Node pod CIDRs must come from kube-controller-manager's node-ipam or the CNI";
-const SERVING: &str = "the admin server is plain HTTP on --admin-port, without TLS";
-const AUTH: &str = "the admin server does no delegated authentication or authorization; restrict it with a NetworkPolicy or --bind-address";
+const CERT_DIR: &str = "the self-signed serving certificate is kept in memory; give --tls-cert-file and --tls-private-key-file to serve your own";
+const TLS_TUNING: &str =
+    "TLS 1.2 and 1.3 with rustls's default cipher suites and key exchange groups";
+const HTTP_TUNING: &str = "the secure port serves HTTP/1.1 and HTTP/2 with hyper's defaults";
+const SHARING: &str = "the secure port is bound exclusively";
+const AUTH_KUBECONFIG: &str = "TokenReview and SubjectAccessReview go to the cluster of --kubeconfig, as the controller's own identity";
+const CLIENT_CERTS: &str = "client certificates and front-proxy headers are not accepted on the secure port: authenticate with a bearer token";
 const WEBHOOK: &str = "no webhook server here (upstream serves none either unless a provider registers one behind the CloudControllerManagerWebhook gate)";
 const PROFILING: &str = "no /debug/pprof here";
 const MIGRATION: &str = "leader migration is not supported: the Lease is --leader-elect-resource-namespace/--leader-elect-resource-name";
@@ -271,74 +270,77 @@ pub const IGNORED: &[Ignored] = &[
     // leader migration
     flag("enable-leader-migration", Kind::Bool, "false", MIGRATION),
     flag("leader-migration-config", Kind::String, "", MIGRATION),
-    // secure serving (--bind-address is ours, --secure-port is mapped)
-    flag("cert-dir", Kind::String, "", SERVING),
-    flag("tls-cert-file", Kind::String, "", SERVING),
-    flag("tls-private-key-file", Kind::String, "", SERVING),
-    flag("tls-cipher-suites", Kind::List, "", SERVING),
-    flag("tls-curve-preferences", Kind::List, "", SERVING),
-    flag("tls-min-version", Kind::String, "", SERVING),
-    flag("tls-sni-cert-key", Kind::Repeated, "", SERVING),
-    flag("http2-max-streams-per-connection", Kind::Int, "0", SERVING),
-    flag("disable-http2-serving", Kind::Bool, "false", SERVING),
-    flag("permit-port-sharing", Kind::Bool, "false", SERVING),
-    flag("permit-address-sharing", Kind::Bool, "false", SERVING),
-    // authentication
-    flag("authentication-kubeconfig", Kind::String, "", AUTH),
+    // secure serving (--bind-address, --secure-port, --tls-cert-file and
+    // --tls-private-key-file are ours)
+    flag("cert-dir", Kind::String, "", CERT_DIR),
+    flag("tls-cipher-suites", Kind::List, "", TLS_TUNING),
+    flag("tls-curve-preferences", Kind::List, "", TLS_TUNING),
+    flag("tls-min-version", Kind::String, "", TLS_TUNING),
+    flag("tls-sni-cert-key", Kind::Repeated, "", CERT_DIR),
     flag(
-        "authentication-token-webhook-cache-ttl",
-        Kind::Duration,
-        "10s",
-        AUTH,
+        "http2-max-streams-per-connection",
+        Kind::Int,
+        "0",
+        HTTP_TUNING,
     ),
-    flag("authentication-skip-lookup", Kind::Bool, "false", AUTH),
+    flag("disable-http2-serving", Kind::Bool, "false", HTTP_TUNING),
+    flag("permit-port-sharing", Kind::Bool, "false", SHARING),
+    flag("permit-address-sharing", Kind::Bool, "false", SHARING),
+    // authentication (the TokenReview cache TTL is ours)
+    flag(
+        "authentication-kubeconfig",
+        Kind::String,
+        "",
+        AUTH_KUBECONFIG,
+    ),
+    quiet(
+        flag(
+            "authentication-skip-lookup",
+            Kind::Bool,
+            "false",
+            CLIENT_CERTS,
+        ),
+        &["true"],
+    ),
     flag(
         "authentication-tolerate-lookup-failure",
         Kind::Bool,
         "false",
-        AUTH,
+        CLIENT_CERTS,
     ),
-    flag("client-ca-file", Kind::String, "", AUTH),
-    flag("requestheader-client-ca-file", Kind::String, "", AUTH),
-    flag("requestheader-allowed-names", Kind::List, "", AUTH),
+    flag("client-ca-file", Kind::String, "", CLIENT_CERTS),
+    flag(
+        "requestheader-client-ca-file",
+        Kind::String,
+        "",
+        CLIENT_CERTS,
+    ),
+    flag("requestheader-allowed-names", Kind::List, "", CLIENT_CERTS),
     flag(
         "requestheader-username-headers",
         Kind::List,
         "x-remote-user",
-        AUTH,
+        CLIENT_CERTS,
     ),
-    flag("requestheader-uid-headers", Kind::List, "", AUTH),
+    flag("requestheader-uid-headers", Kind::List, "", CLIENT_CERTS),
     flag(
         "requestheader-group-headers",
         Kind::List,
         "x-remote-group",
-        AUTH,
+        CLIENT_CERTS,
     ),
     flag(
         "requestheader-extra-headers-prefix",
         Kind::List,
         "x-remote-extra-",
-        AUTH,
+        CLIENT_CERTS,
     ),
-    // authorization
-    flag("authorization-kubeconfig", Kind::String, "", AUTH),
+    // authorization (the always-allow paths and cache TTLs are ours)
     flag(
-        "authorization-webhook-cache-authorized-ttl",
-        Kind::Duration,
-        "10s",
-        AUTH,
-    ),
-    flag(
-        "authorization-webhook-cache-unauthorized-ttl",
-        Kind::Duration,
-        "10s",
-        AUTH,
-    ),
-    flag(
-        "authorization-always-allow-paths",
-        Kind::List,
-        "/healthz,/readyz,/livez",
-        AUTH,
+        "authorization-kubeconfig",
+        Kind::String,
+        "",
+        AUTH_KUBECONFIG,
     ),
     // webhook server
     flag("webhooks", Kind::List, "", WEBHOOK),
@@ -592,16 +594,6 @@ pub fn warnings(opts: &Options) -> Vec<CompatWarning> {
             ignored: true,
         });
     }
-    if let Some(port) = compat.secure_port.filter(|&p| p != 0) {
-        out.push(CompatWarning {
-            flag: "secure-port",
-            value: port.to_string(),
-            message: format!(
-                "the admin endpoints are served on port {port} as plain HTTP, without TLS or delegated authentication (see docs/controller.md)"
-            ),
-            ignored: false,
-        });
-    }
     if !opts.leader_election.leader_elect && compat.leader_elect_resource_lock != "leases" {
         out.push(CompatWarning {
             flag: "leader-elect-resource-lock",
@@ -635,21 +627,8 @@ pub(super) fn validate(opts: &Options) -> Result<(), ConfigError> {
             "resourceLock value must be \"leases\"".into(),
         ));
     }
-    admin_port(opts)?;
     log_format(opts)?;
     Ok(())
-}
-
-/// The admin server's port: `--admin-port`, else `--secure-port`, else
-/// 10258; both given and different is an error.
-pub(super) fn admin_port(opts: &Options) -> Result<u16, ConfigError> {
-    match (opts.admin.admin_port, opts.compat.secure_port) {
-        (Some(a), Some(s)) if a != s => Err(ConfigError::Conflict(format!(
-            "--secure-port={s} and --admin-port={a} disagree: both set the admin server's port; give one"
-        ))),
-        (Some(p), _) | (None, Some(p)) => Ok(p),
-        (None, None) => Ok(super::DEFAULT_ADMIN_PORT),
-    }
 }
 
 /// The log format: `--log-format`, else `--logging-format`, else plain;
@@ -762,7 +741,7 @@ mod tests {
         o.validate().unwrap();
         assert_eq!(o.controllers.cluster_name, "my-cluster");
         assert_eq!(o.admin.bind_address, std::net::IpAddr::from([127, 0, 0, 1]));
-        assert_eq!(o.admin_port(), 10258);
+        assert_eq!(o.admin.secure_port, 10258);
         assert_eq!(o.compat.cloud_config.as_deref(), Some("/etc/gce.conf"));
         assert_eq!(
             warned(&o),
@@ -770,7 +749,6 @@ mod tests {
                 "cloud-config",
                 "allocate-node-cidrs",
                 "use-service-account-credentials",
-                "secure-port",
                 "authentication-kubeconfig",
                 "authorization-kubeconfig",
             ]),
@@ -856,7 +834,6 @@ mod tests {
             set(&[
                 "use-service-account-credentials",
                 "cloud-config",
-                "secure-port",
                 "authentication-kubeconfig",
                 "authorization-kubeconfig",
                 "feature-gates",
@@ -984,7 +961,18 @@ mod tests {
     #[test]
     fn every_upstream_flag_parses() {
         for flag in UPSTREAM_FLAGS {
-            let o = parse(&[flag]);
+            // The serving certificate and its key go together, as upstream.
+            let partner = match flag.split('=').next() {
+                Some("--tls-cert-file") => Some("--tls-private-key-file=/etc/tls.key"),
+                Some("--tls-private-key-file") => Some("--tls-cert-file=/etc/tls.crt"),
+                _ => None,
+            };
+            let o = parse(
+                &[Some(*flag), partner]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+            );
             o.validate().unwrap_or_else(|e| panic!("{flag}: {e}"));
         }
         // And all of them together (later repetitions win, as Go's flags).
@@ -1122,30 +1110,38 @@ mod tests {
     }
 
     #[test]
-    fn secure_port_is_the_admin_port() {
-        assert_eq!(parse(&[]).admin_port(), 10258);
-        assert_eq!(parse(&["--admin-port=9000"]).admin_port(), 9000);
-        let o = parse(&["--secure-port=9443"]);
+    fn serving_flags_are_upstreams_and_checked_together() {
+        let o = parse(&["--secure-port=9443", "--admin-port=9000"]);
         o.validate().unwrap();
-        assert_eq!(o.admin_port(), 9443);
-        let w = o.compat_warnings();
-        assert_eq!(w.len(), 1);
-        assert!(!w[0].ignored);
-        assert_eq!(
-            w[0].to_string(),
-            "flag accepted for compatibility: --secure-port=9443: the admin endpoints are served on port 9443 as plain HTTP, without TLS or delegated authentication (see docs/controller.md)"
-        );
-        // 0 disables serving, as upstream; nothing to warn about.
+        assert_eq!((o.admin.secure_port, o.admin.admin_port), (9443, 9000));
+        assert!(o.compat_warnings().is_empty(), "both are flags of ours");
         let o = parse(&["--secure-port=0"]);
-        assert_eq!(o.admin_port(), 0);
-        assert!(o.compat_warnings().is_empty());
-        let o = parse(&["--secure-port=10258", "--admin-port=10258"]);
         o.validate().unwrap();
-        assert_eq!(o.admin_port(), 10258);
-        let o = parse(&["--secure-port=10258", "--admin-port=9000"]);
+        assert_eq!(o.admin.secure_port, 0);
+        for (args, message) in [
+            (
+                &["--secure-port=9443", "--admin-port=9443"][..],
+                "--admin-port=9443 and --secure-port=9443: one port cannot serve both plain HTTP and HTTPS",
+            ),
+            (
+                &["--tls-cert-file=/etc/tls.crt"],
+                "--tls-cert-file and --tls-private-key-file go together: give both or neither",
+            ),
+            (
+                &["--tls-private-key-file=/etc/tls.key"],
+                "--tls-cert-file and --tls-private-key-file go together: give both or neither",
+            ),
+        ] {
+            assert_eq!(
+                parse(args).validate().unwrap_err().to_string(),
+                message,
+                "{args:?}"
+            );
+        }
+        let o = parse(&["--authorization-always-allow-paths=/healthz,/metrics*"]);
         assert_eq!(
-            o.validate().unwrap_err().to_string(),
-            "--secure-port=10258 and --admin-port=9000 disagree: both set the admin server's port; give one"
+            o.admin.authorization_always_allow_paths,
+            ["/healthz", "/metrics*"]
         );
     }
 
@@ -1237,7 +1233,6 @@ mod tests {
             "allow-untagged-cloud",
             "feature-gates",
             "master",
-            "secure-port",
             "leader-elect-resource-lock",
             "logging-format",
         ]) {

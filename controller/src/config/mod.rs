@@ -8,6 +8,7 @@ pub mod duration;
 
 use std::net::IpAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, ValueEnum};
@@ -50,9 +51,8 @@ pub enum ConfigError {
     Conflict(String),
 }
 
-/// The admin server's port when neither `--admin-port` nor `--secure-port`
-/// is given: upstream's secure port.
-pub const DEFAULT_ADMIN_PORT: u16 = 10258;
+/// Upstream's secure port (`CloudControllerManagerPort`).
+pub const DEFAULT_SECURE_PORT: u16 = 10258;
 
 /// A Kubernetes cloud-controller-manager whose cloud lives in a provider
 /// process reached over gRPC on a Unix socket.
@@ -274,19 +274,71 @@ pub struct LeaderElectionArgs {
     pub leader_elect_resource_name: String,
 }
 
-/// The admin server.
+/// Serving /healthz, /livez, /readyz and /metrics: HTTPS with delegated
+/// authentication and authorization as upstream, and optionally plain HTTP.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Admin server")]
+#[command(next_help_heading = "Serving")]
 pub struct AdminArgs {
-    /// Address of the admin server (/healthz, /livez, /readyz, /metrics).
+    /// Address both servers listen on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
 
-    /// Port of the admin server, plain HTTP (upstream's --secure-port
-    /// serves HTTPS on the same port number; see docs/controller.md); 0
-    /// disables it. [default: 10258, or --secure-port]
+    /// HTTPS port of /healthz, /livez, /readyz and /metrics, with delegated
+    /// authentication (TokenReview) and authorization (SubjectAccessReview);
+    /// 0 disables it.
+    #[arg(long, default_value_t = DEFAULT_SECURE_PORT)]
+    pub secure_port: u16,
+
+    /// Plain HTTP port of the same endpoints, without authentication or
+    /// authorization (ours: for a loopback --bind-address or a private
+    /// network); 0 disables it.
+    #[arg(long, default_value_t = 0)]
+    pub admin_port: u16,
+
+    /// The serving certificate (PEM, with its chain), re-read when the file
+    /// changes. Without it and --tls-private-key-file: a self-signed
+    /// certificate for localhost, kept in memory.
     #[arg(long)]
-    pub admin_port: Option<u16>,
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The serving certificate's private key (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Paths served without authorization (a trailing * matches a prefix).
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    pub authorization_always_allow_paths: Vec<String>,
+
+    /// How long a TokenReview answer is reused.
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+
+    /// How long an allowing SubjectAccessReview answer is reused.
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+
+    /// How long a denying SubjectAccessReview answer is reused.
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+}
+
+impl AdminArgs {
+    /// Checks what one flag alone cannot.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.admin_port != 0 && self.admin_port == self.secure_port {
+            return Err(ConfigError::Conflict(format!(
+                "--admin-port={0} and --secure-port={0}: one port cannot serve both plain HTTP and HTTPS",
+                self.admin_port
+            )));
+        }
+        if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
+            return Err(ConfigError::Conflict(
+                "--tls-cert-file and --tls-private-key-file go together: give both or neither"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -346,16 +398,9 @@ impl Options {
                 .validate()
                 .map_err(ConfigError::LeaderElection)?;
         }
+        self.admin.validate()?;
         compat::validate(self)?;
         enabled_controllers(&self.controllers.controllers)
-    }
-
-    /// The admin server's port (0: none): `--admin-port`, else
-    /// `--secure-port`, else 10258. [`Options::validate`] refuses the two
-    /// flags disagreeing; here `--admin-port` wins.
-    pub fn admin_port(&self) -> u16 {
-        compat::admin_port(self)
-            .unwrap_or_else(|_| self.admin.admin_port.unwrap_or(DEFAULT_ADMIN_PORT))
     }
 
     /// The log format: `--log-format`, else `--logging-format`, else plain.
@@ -483,7 +528,16 @@ mod tests {
         );
         assert_eq!(o.controllers.cluster_cidr, ClusterCidrs::default());
         assert_eq!(o.log_format(), LogFormat::Plain);
-        assert_eq!(o.admin_port(), 10258);
+        assert_eq!(o.admin.secure_port, 10258);
+        assert_eq!(o.admin.admin_port, 0, "ours: no plain HTTP unless asked");
+        assert_eq!(
+            o.admin.authorization_always_allow_paths,
+            ["/healthz", "/readyz", "/livez"]
+        );
+        assert_eq!(
+            o.admin.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(10)
+        );
         assert_eq!(o.admin.bind_address, IpAddr::from([0, 0, 0, 0]));
         let off = Options::try_parse_from(["ccm", "--configure-cloud-routes=false"]).unwrap();
         assert!(!off.controllers.configure_cloud_routes);

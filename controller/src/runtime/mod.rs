@@ -41,6 +41,8 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Admin(#[from] admin::BindError),
+    #[error("serving certificate (--tls-cert-file/--tls-private-key-file): {0}")]
+    ServingCert(#[from] admin::tls::CertError),
     #[error("{0}")]
     Leadership(#[from] LeaderError),
     #[error(transparent)]
@@ -51,6 +53,10 @@ pub enum RunError {
 struct Manager {
     opts: Options,
     client: Client,
+    /// The secure port's TokenReviews and SubjectAccessReviews: a standby
+    /// serves /metrics too, so never fenced; never throttled behind the
+    /// controllers.
+    reviews_client: Client,
     provider: ccm_provider_sdk::ProviderClient,
     elector: Option<Elector>,
     /// Taken when the controllers start.
@@ -89,6 +95,8 @@ impl Manager {
                 tracing::info!("no client-side rate limit (--kube-api-qps <= 0)")
             }
         }
+        let reviews_client =
+            kube_client::client(config.clone(), ClientThrottle::off(), Fence::open())?;
         let client = kube_client::client(config, throttle.clone(), fence.clone())?;
         let mut registry = prometheus_client::registry::Registry::default();
         let provider = startup::provider_client(
@@ -109,6 +117,7 @@ impl Manager {
         Ok(Manager {
             opts,
             client,
+            reviews_client,
             provider,
             elector,
             node_watch: Some(node_watch),
@@ -116,6 +125,47 @@ impl Manager {
             manager_metrics,
             controller_metrics,
         })
+    }
+
+    /// The secure port (HTTPS, delegated authn/authz) and the plain admin
+    /// port, each when its port is not 0. Bound before the Lease is sought,
+    /// so a standby answers probes and scrapes too.
+    async fn start_serving(&self) -> Result<Vec<tokio::task::JoinHandle<()>>, RunError> {
+        let serving = &self.opts.admin;
+        let mut servers = Vec::new();
+        if serving.secure_port != 0 {
+            let cert = match (&serving.tls_cert_file, &serving.tls_private_key_file) {
+                (Some(cert), Some(key)) => admin::tls::ServingCert::from_files(cert, key)?,
+                _ => admin::tls::ServingCert::self_signed(serving.bind_address)?,
+            };
+            let tls = admin::tls::server_config(Arc::new(cert))?;
+            let gate = Arc::new(admin::auth::Delegated::new(
+                Arc::new(admin::auth::KubeReviews(self.reviews_client.clone())),
+                &serving.authorization_always_allow_paths,
+                admin::auth::Ttls {
+                    token: serving.authentication_token_webhook_cache_ttl,
+                    allowed: serving.authorization_webhook_cache_authorized_ttl,
+                    denied: serving.authorization_webhook_cache_unauthorized_ttl,
+                },
+            ));
+            let listener =
+                admin::bind(serving.bind_address, serving.secure_port, "--secure-port").await?;
+            tracing::info!(address = %local(&listener), self_signed = serving.tls_cert_file.is_none(), "serving /healthz /livez /readyz /metrics over HTTPS with delegated authentication and authorization");
+            let router = admin::secure_router(self.health.clone(), gate);
+            servers.push(tokio::spawn(admin::tls::serve(listener, tls, router)));
+        }
+        if serving.admin_port != 0 {
+            let listener =
+                admin::bind(serving.bind_address, serving.admin_port, "--admin-port").await?;
+            tracing::info!(address = %local(&listener), "serving /healthz /livez /readyz /metrics over plain HTTP, without authentication (--admin-port)");
+            let router = admin::router(self.health.clone());
+            servers.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::error!(error = %e, "admin server stopped");
+                }
+            }));
+        }
+        Ok(servers)
     }
 
     fn set_leading(&self, leading: bool) {
@@ -243,6 +293,13 @@ impl Manager {
     }
 }
 
+fn local(listener: &tokio::net::TcpListener) -> String {
+    listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+}
+
 /// Runs the enabled controllers until `shutdown` completes, talking to the
 /// cluster `config` points at. With `--leader-elect`, only while holding
 /// the Lease: losing it is an error (the process should exit, as
@@ -264,19 +321,7 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "asking the kube-apiserver for its version"),
         }
     });
-    let admin_port = manager.opts.admin_port();
-    let admin = if admin_port == 0 {
-        None
-    } else {
-        let listener = admin::bind(manager.opts.admin.bind_address, admin_port).await?;
-        tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "admin server serving /healthz /livez /readyz /metrics");
-        let router = admin::router(manager.health.clone());
-        Some(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::error!(error = %e, "admin server stopped");
-            }
-        }))
-    };
+    let servers = manager.start_serving().await?;
     let mut shutdown = std::pin::pin!(shutdown);
 
     if let Some(e) = &manager.elector {
@@ -284,7 +329,7 @@ pub async fn run(
             _ = e.acquire() => {}
             _ = &mut shutdown => {
                 tracing::info!("shutting down before acquiring the lease");
-                if let Some(a) = admin { a.abort(); }
+                servers.iter().for_each(|s| s.abort());
                 return Ok(());
             }
         }
@@ -321,9 +366,7 @@ pub async fn run(
             e.release().await;
         }
     }
-    if let Some(a) = admin {
-        a.abort();
-    }
+    servers.iter().for_each(|s| s.abort());
     result
 }
 

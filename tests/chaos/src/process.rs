@@ -440,7 +440,7 @@ impl Controller {
             format!("--cluster-name={cluster_name}"),
             "--controllers=cloud-node,cloud-node-lifecycle,service".to_owned(),
             "--leader-elect=false".to_owned(),
-            "--admin-port=0".to_owned(),
+            "--secure-port=0".to_owned(),
             "--node-monitor-period=500ms".to_owned(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));

@@ -216,7 +216,7 @@ async fn start(
             )
             .await;
             args.push(format!("--provider-endpoint={endpoint}"));
-            args.push("--admin-port=0".into());
+            args.push("--secure-port=0".into());
             children.push(spawn(&bins.controller, &args, &logs.join("controller.log")));
         }
         Implementation::Upstream => {

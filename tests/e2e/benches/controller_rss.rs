@@ -86,7 +86,7 @@ async fn main() {
         .args([
             "--kube-api-qps=0",
             "--leader-elect=false",
-            "--admin-port=0",
+            "--secure-port=0",
             "--concurrent-service-syncs=20",
             "--cluster-cidr=10.0.0.0/8",
         ])

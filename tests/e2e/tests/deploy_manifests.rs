@@ -132,6 +132,18 @@ fn check_deployment(d: &Value) {
         );
     }
     let controller = &containers[0];
+    // Upstream's serving: HTTPS on 10258, probed over HTTPS.
+    assert!(
+        strings(&controller["args"], None).contains(&"--secure-port=10258"),
+        "{:?}",
+        controller["args"]
+    );
+    assert_eq!(controller["ports"][0]["containerPort"], 10258);
+    assert_eq!(controller["ports"][0]["name"], "https");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(controller[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+        assert_eq!(controller[probe]["httpGet"]["port"], "https", "{probe}");
+    }
     assert_eq!(controller["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(controller["readinessProbe"]["httpGet"]["path"], "/readyz");
     let probe_timeout = controller["readinessProbe"]["timeoutSeconds"].as_u64();
@@ -202,6 +214,14 @@ fn check_rbac(docs: &[Value]) {
         file("deploy/base/role-leader-election.yaml")["rules"],
         "the leader-election Role differs from deploy/base"
     );
+    // The secure port's TokenReviews and SubjectAccessReviews.
+    let delegator = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding" && d["roleRef"]["name"] == "system:auth-delegator"
+        })
+        .expect("a ClusterRoleBinding to system:auth-delegator");
+    assert_eq!(delegator["subjects"][0]["name"], "cloud-controller-manager");
 }
 
 /// `kubectl kustomize deploy/overlays/<overlay>`, checked and dry-run

@@ -207,7 +207,7 @@ impl Cluster {
                 "--leader-elect-retry-period={}ms",
                 RETRY.as_millis()
             ))
-            .arg("--admin-port=0")
+            .arg("--secure-port=0")
             .arg("--node-monitor-period=1s")
             .env("POD_NAME", name)
             .env("RUST_LOG", "info")

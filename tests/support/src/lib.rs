@@ -148,6 +148,18 @@ impl TestEnv {
 
     /// The configuration behind [`Self::service_account_client`].
     pub async fn service_account_config(&self, ns: &str, name: &str) -> anyhow::Result<Config> {
+        let token = self.service_account_token(ns, name).await?;
+        let mut config = self.admin_config().await?;
+        config.auth_info = AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        Ok(config)
+    }
+
+    /// A fresh token (TokenRequest, one hour) of the ServiceAccount
+    /// `ns/name`, created if missing.
+    pub async fn service_account_token(&self, ns: &str, name: &str) -> anyhow::Result<String> {
         let admin = self.admin_client().await?;
         let sas: Api<ServiceAccount> = Api::namespaced(admin, ns);
         if sas.get_opt(name).await?.is_none() {
@@ -168,19 +180,45 @@ impl TestEnv {
             },
             ..Default::default()
         };
-        let token = sas
+        Ok(sas
             .create_token_request(name, &PostParams::default(), &req)
             .await
             .with_context(|| format!("TokenRequest for {ns}/{name}"))?
             .status
             .ok_or_else(|| anyhow!("TokenRequest for {ns}/{name} returned no status"))?
-            .token;
-        let mut config = self.admin_config().await?;
-        config.auth_info = AuthInfo {
-            token: Some(token.into()),
-            ..Default::default()
+            .token)
+    }
+
+    /// Binds the existing ClusterRole `role` (such as a bootstrap role) to
+    /// a ServiceAccount.
+    pub async fn bind_cluster_role(
+        &self,
+        admin: &Client,
+        sa_ns: &str,
+        sa_name: &str,
+        role: &str,
+    ) -> anyhow::Result<()> {
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(unique_name(sa_name)),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: role.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa_name.into(),
+                namespace: Some(sa_ns.into()),
+                ..Default::default()
+            }]),
         };
-        Ok(config)
+        Api::<ClusterRoleBinding>::all(admin.clone())
+            .create(&PostParams::default(), &binding)
+            .await?;
+        Ok(())
     }
 
     /// Creates a namespace with a unique name. Namespaces are never deleted:
@@ -220,26 +258,7 @@ impl TestEnv {
         Api::<ClusterRole>::all(admin.clone())
             .create(&PostParams::default(), &role)
             .await?;
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: name.clone(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "ServiceAccount".into(),
-                name: sa_name.into(),
-                namespace: Some(sa_ns.into()),
-                ..Default::default()
-            }]),
-        };
-        Api::<ClusterRoleBinding>::all(admin.clone())
-            .create(&PostParams::default(), &binding)
-            .await?;
+        self.bind_cluster_role(admin, sa_ns, sa_name, &name).await?;
         Ok(name)
     }
 }

@@ -45,7 +45,7 @@ pub async fn controller(provider: &Provider, flags: &[&str]) -> Controller {
         "ccm".to_string(),
         format!("--provider-endpoint={}", provider.endpoint),
         "--leader-elect=false".into(),
-        "--admin-port=0".into(),
+        "--secure-port=0".into(),
     ];
     args.extend(flags.iter().map(|s| s.to_string()));
     let opts = Options::try_parse_from(args).unwrap();

@@ -237,9 +237,10 @@ pub fn args_for(endpoint: &str, extra_flags: &[&str]) -> Vec<String> {
         format!("--provider-endpoint={endpoint}"),
         "--node-monitor-period=200ms".to_owned(),
         format!("--cluster-cidr={CLUSTER_CIDR}"),
-        // One controller per scenario, in-process: no Lease, no port.
+        // One controller per scenario, in-process: no Lease, no port (tests
+        // that serve pass --secure-port or --admin-port).
         "--leader-elect=false".to_owned(),
-        "--admin-port=0".to_owned(),
+        "--secure-port=0".to_owned(),
     ];
     args.extend(extra_flags.iter().map(|s| s.to_string()));
     args

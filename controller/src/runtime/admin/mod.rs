@@ -1,11 +1,13 @@
-//! The admin server: `/healthz` (with `/healthz/<check>`), `/livez`,
-//! `/readyz` and `/metrics`, plain HTTP on `--bind-address:--admin-port`.
+//! The admin endpoints: `/healthz` (with `/healthz/<check>`), `/livez`,
+//! `/readyz` and `/metrics`. Served over HTTPS on `--secure-port` behind
+//! delegated authentication and authorization ([`auth`], [`tls`]), as
+//! upstream, and optionally as plain HTTP on `--admin-port`.
 //!
 //! `/healthz` has upstream's checks: `leaderElection` (with leader election
 //! on) and one per running controller, by canonical name; `/livez` is the
-//! same. `/readyz` (upstream has none) adds what serving needs: the node
-//! cache synced and the provider answering `Probe` with READY within
-//! [`READYZ_PROBE_DEADLINE`].
+//! same. `/readyz` (upstream has none) adds what serving needs: the
+//! provider answering `Probe` with READY within [`READYZ_PROBE_DEADLINE`]
+//! and, unless a standby, the node cache synced.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -20,6 +22,9 @@ use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 
 use super::leader::Fence;
+
+pub mod auth;
+pub mod tls;
 
 /// How long `/readyz` waits for the provider's `Probe`: a provider that
 /// cannot answer a health check in this time is not ready. Below the
@@ -59,6 +64,23 @@ impl Health {
             out.push(("ping".to_owned(), true));
         }
         out
+    }
+
+    /// The `/readyz` checks, given the provider's answer. A standby has no
+    /// Node cache (the watch starts with the Lease) and is ready when the
+    /// rest is: otherwise a rolling update (maxSurge 0) would wait forever
+    /// for a new standby to become Ready and never replace the leader.
+    pub fn readiness(&self, provider_ready: bool) -> Vec<(String, bool)> {
+        let mut checks = self.checks();
+        let standby = self.leader.as_ref().is_some_and(|(_, l)| !*l.lock());
+        if !standby {
+            checks.push((
+                "node-cache-synced".to_owned(),
+                *self.node_cache_synced.borrow(),
+            ));
+        }
+        checks.push(("provider-ready".to_owned(), provider_ready));
+        checks
     }
 
     pub fn set_leading(&self, leading: bool) {
@@ -138,15 +160,9 @@ async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> im
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    let mut checks = h.checks();
-    checks.push((
-        "node-cache-synced".to_owned(),
-        *h.node_cache_synced.borrow(),
-    ));
     let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.probe()).await;
     let provider_ready = matches!(probe, Ok(Ok(Readiness::Ready)));
-    checks.push(("provider-ready".to_owned(), provider_ready));
-    report(&checks, "readyz")
+    report(&h.readiness(provider_ready), "readyz")
 }
 
 async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
@@ -179,20 +195,32 @@ pub fn router(health: Arc<Health>) -> Router {
         .with_state(health)
 }
 
-/// The admin address could not be bound.
+/// The same endpoints behind the delegated authentication and
+/// authorization of the secure port.
+pub fn secure_router(health: Arc<Health>, gate: Arc<auth::Delegated>) -> Router {
+    router(health).layer(axum::middleware::from_fn_with_state(gate, auth::guard))
+}
+
+/// A serving address could not be bound.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to listen on {addr} (--bind-address/--admin-port): {source}")]
+#[error("failed to listen on {addr} (--bind-address/{flag}): {source}")]
 pub struct BindError {
     addr: SocketAddr,
+    flag: &'static str,
     source: std::io::Error,
 }
 
-/// Binds the admin address, failing clearly (port in use, no permission).
-pub async fn bind(address: IpAddr, port: u16) -> Result<tokio::net::TcpListener, BindError> {
+/// Binds a serving address, failing clearly (port in use, no permission);
+/// `flag` names the port's flag in the error.
+pub async fn bind(
+    address: IpAddr,
+    port: u16,
+    flag: &'static str,
+) -> Result<tokio::net::TcpListener, BindError> {
     let addr = SocketAddr::new(address, port);
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| BindError { addr, source })
+        .map_err(|source| BindError { addr, flag, source })
 }
 
 #[cfg(test)]
@@ -212,7 +240,7 @@ mod tests {
     async fn a_port_in_use_is_a_clear_error() {
         let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = taken.local_addr().unwrap().port();
-        let err = bind([127, 0, 0, 1].into(), port)
+        let err = bind([127, 0, 0, 1].into(), port, "--admin-port")
             .await
             .unwrap_err()
             .to_string();
@@ -221,6 +249,46 @@ mod tests {
                 "failed to listen on 127.0.0.1:{port} (--bind-address/--admin-port)"
             )),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_standby_is_ready_without_a_node_cache_and_a_leader_is_not() {
+        let names = |checks: Vec<(String, bool)>| {
+            checks
+                .into_iter()
+                .map(|(n, ok)| format!("{n}={ok}"))
+                .collect::<Vec<_>>()
+        };
+        let standby = health(Some((Fence::open(), Mutex::new(false))));
+        assert_eq!(
+            names(standby.readiness(true)),
+            [
+                "leaderElection=true",
+                "cloud-node-controller=true",
+                "provider-ready=true"
+            ]
+        );
+        assert_eq!(report(&standby.readiness(true), "readyz").0, StatusCode::OK);
+        assert_eq!(
+            report(&standby.readiness(false), "readyz").0,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the provider still counts"
+        );
+        standby.set_leading(true);
+        assert_eq!(
+            names(standby.readiness(true)),
+            [
+                "leaderElection=true",
+                "cloud-node-controller=true",
+                "node-cache-synced=false",
+                "provider-ready=true"
+            ],
+            "leading: the cache must be synced"
+        );
+        // Without leader election there is no standby.
+        assert!(
+            names(health(None).readiness(true)).contains(&"node-cache-synced=false".to_owned())
         );
     }
 
