@@ -111,9 +111,22 @@ fn check_deployment(d: &Value) {
         "any value of the taint is tolerated, as upstream's manifests do"
     );
     assert!(pod["affinity"]["podAntiAffinity"].is_mapping());
-    let containers = pod["containers"].as_sequence().unwrap();
+    // The provider: a regular container, or a native sidecar (an init
+    // container that keeps running).
+    let containers: Vec<&Value> = pod["containers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
+        .collect();
     assert_eq!(containers.len(), 2, "controller + provider sidecar");
-    for c in containers {
+    let named = |name: &str| {
+        *containers
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no container {name}"))
+    };
+    for c in &containers {
         let sc = &c["securityContext"];
         assert_eq!(
             sc["readOnlyRootFilesystem"],
@@ -131,7 +144,8 @@ fn check_deployment(d: &Value) {
             "both share the socket directory"
         );
     }
-    let controller = &containers[0];
+    let controller = &pod["containers"][0];
+    assert_eq!(controller["name"], "cloud-controller-manager");
     // Upstream's serving: HTTPS on 10258, probed over HTTPS.
     assert!(
         strings(&controller["args"], None).contains(&"--secure-port=10258"),
@@ -175,8 +189,20 @@ fn check_deployment(d: &Value) {
         strings(&controller["volumeMounts"], Some("mountPath")).contains(&TOKEN_DIR),
         "the controller reads its token where in-cluster clients look"
     );
-    let provider = &containers[1];
-    assert_eq!(provider["name"], "provider");
+    let provider = named("provider");
+    // Its liveness through the controller's secure port, which lets the
+    // probe in without a token.
+    let probe = &provider["livenessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/livez/provider");
+    assert_eq!(probe["port"], 10258);
+    assert_eq!(probe["scheme"], "HTTPS");
+    assert!(
+        strings(&controller["args"], None).contains(
+            &"--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/provider"
+        ),
+        "{:?}",
+        controller["args"]
+    );
     for mount in strings(&provider["volumeMounts"], Some("mountPath")) {
         assert!(
             !mount.starts_with("/var/run/secrets/kubernetes.io"),
@@ -363,6 +389,20 @@ fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
     );
     let args = strings(&containers[0]["args"], None);
     assert!(args.contains(&"--cluster-cidr=10.244.0.0/16"), "{args:?}");
+    dry_run_applies_the_deployment(&rendered);
+}
+
+#[test]
+fn helm_native_sidecar_starts_the_provider_first_and_passes_server_side_dry_run() {
+    let rendered = helm_template(&["--set=provider.nativeSidecar=true"]);
+    let docs = docs(&rendered);
+    let deployment = find(&docs, "Deployment");
+    check_deployment(deployment);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"].as_sequence().unwrap().len(), 1);
+    let sidecar = &pod["initContainers"][0];
+    assert_eq!(sidecar["name"], "provider");
+    assert_eq!(sidecar["restartPolicy"], "Always");
     dry_run_applies_the_deployment(&rendered);
 }
 

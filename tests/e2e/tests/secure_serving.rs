@@ -107,11 +107,13 @@ async fn metrics_need_an_authorized_token_and_probes_need_none() {
     let pair = ServingPair::new();
     let port = free_port();
     let [cert, key] = pair.flags();
-    let h = Harness::start(
+    let mut h = Harness::start(
         FakeConfig::default(),
         &[
             &format!("--secure-port={port}"),
             "--bind-address=127.0.0.1",
+            // As the manifests: the sidecar's probe needs no identity either.
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/provider",
             &cert,
             &key,
         ],
@@ -210,5 +212,24 @@ async fn metrics_need_an_authorized_token_and_probes_need_none() {
     // Plain HTTP on the secure port gets no answer.
     let plain = admin_get(port, "/healthz").await.unwrap_or_default();
     assert!(!plain.starts_with("HTTP/1."), "{plain}");
+
+    // The provider sidecar's liveness, as its probe sees it: fails once the
+    // provider is gone, while the controller's own /livez stays passing.
+    let (code, body) = https_get(&tls, port, "/livez/provider", None)
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    h.stop_provider();
+    let body = eventually("/livez/provider failing", || async {
+        match https_get(&tls, port, "/livez/provider", None).await {
+            Ok((500, body)) => Ok(body),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(body.starts_with("provider failed: "), "{body}");
+    let (code, _) = https_get(&tls, port, "/livez", None).await.unwrap();
+    assert_eq!(code, 200, "the controller itself is alive");
+    h.start_provider();
     h.stop().await;
 }

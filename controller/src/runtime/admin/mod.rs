@@ -165,6 +165,31 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
     report(&h.readiness(provider_ready), "readyz")
 }
 
+/// The provider's own liveness, for the sidecar's probe (the kubelet cannot
+/// probe a Unix socket): `grpc.health.v1` Check within
+/// [`READYZ_PROBE_DEADLINE`]. Not part of `/livez`: restarting the
+/// controller would not mend a wedged provider.
+async fn livez_provider(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    match tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.serving()).await {
+        Ok(Ok(true)) => (StatusCode::OK, "ok\n".to_owned()),
+        Ok(Ok(false)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "provider failed: its health service is not SERVING\n".to_owned(),
+        ),
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("provider failed: {e}\n"),
+        ),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "provider failed: no health answer within {}s\n",
+                READYZ_PROBE_DEADLINE.as_secs()
+            ),
+        ),
+    }
+}
+
 async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
     let mut text = String::new();
     let registry = h.registry.lock();
@@ -190,6 +215,7 @@ pub fn router(health: Arc<Health>) -> Router {
         .route("/healthz", get(healthz))
         .route("/healthz/{check}", get(one_check))
         .route("/livez", get(livez))
+        .route("/livez/provider", get(livez_provider))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(health)

@@ -84,6 +84,22 @@ impl ProviderClient {
         }
     }
 
+    /// `grpc.health.v1.Health/Check("")`: whether the provider's gRPC
+    /// server answers at all and reports SERVING. Outside the concurrency
+    /// limit and without the handshake, so a provider whose every slot is
+    /// held still answers it; a liveness signal, not readiness (that is
+    /// [`Self::probe`]).
+    pub async fn serving(&self) -> Result<bool, ClientError> {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+        let answer = HealthClient::new(self.channel.clone())
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await?;
+        Ok(answer.into_inner().status == ServingStatus::Serving as i32)
+    }
+
     pub async fn probe(&self) -> Result<Readiness, ClientError> {
         self.call(Rpc::identity(), ProbeRequest {}, |r| {
             Ok(match ProbeState::try_from(r.state) {
