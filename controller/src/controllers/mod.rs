@@ -9,6 +9,7 @@ pub mod events;
 pub mod node_lifecycle;
 pub mod node_route;
 pub mod pv_label;
+pub mod request_id;
 pub mod service_lb;
 #[cfg(test)]
 pub(crate) mod testing;

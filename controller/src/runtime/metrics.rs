@@ -15,7 +15,9 @@ use prometheus_client::registry::Registry;
 pub struct RpcLabels {
     pub service: &'static str,
     pub method: &'static str,
-    pub code: String,
+    /// The canonical name (`OK`, `UNAVAILABLE`), as other languages' gRPC
+    /// metrics spell it.
+    pub code: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -106,7 +108,7 @@ impl CallObserver for ProviderMetrics {
             .get_or_create(&RpcLabels {
                 service,
                 method,
-                code: format!("{code:?}"),
+                code: ccm_provider_sdk::client::code_name(code),
             })
             .observe(elapsed.as_secs_f64());
     }
@@ -363,8 +365,8 @@ mod tests {
         m.failed("InstanceExists", Some("CLOUD_UNAVAILABLE"));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(text.contains(r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceExists",code="Ok"} 1"#), "{text}");
-        assert!(text.contains(r#"code="Unavailable""#), "{text}");
+        assert!(text.contains(r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceExists",code="OK"} 1"#), "{text}");
+        assert!(text.contains(r#"code="UNAVAILABLE""#), "{text}");
         let c = ControllerMetrics::register(&mut registry);
         c.queues
             .processed("service", Duration::from_millis(3), true);

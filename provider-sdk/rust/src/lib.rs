@@ -115,7 +115,7 @@ pub mod validate;
 pub use ccm_proto::v1 as proto;
 
 #[cfg(feature = "client")]
-pub use client::{ClientError, ClientOptions, Handshake, ProviderClient};
+pub use client::{ClientError, ClientOptions, Handshake, ProviderClient, request_scope};
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;

@@ -182,6 +182,34 @@ async fn concurrent_calls_on_one_thread_each_log_and_send_their_own_request_id()
             ("started InstanceExists".to_owned(), CALLS as usize),
         ])
     );
+    // A failure logs the provider's message as `error`, not as a second
+    // `message` (the event's own).
+    let failed: Vec<_> = logs
+        .0
+        .lock()
+        .iter()
+        .filter(|f| f.get("message").map(String::as_str) == Some("provider call failed"))
+        .map(|f| (f["error"].clone(), f["code"].clone()))
+        .collect();
+    assert_eq!(failed.len(), half);
+    assert!(
+        failed
+            .iter()
+            .all(|(e, code)| e == "odd" && code == "UNAVAILABLE"),
+        "{failed:?}"
+    );
+
+    // A caller that stops waiting (a /readyz deadline): the call still ends
+    // for the observer, as CANCELLED, so in-flight gauges come back down.
+    let node = NodeRef {
+        name: "n0".into(),
+        ..Default::default()
+    };
+    let abandoned = tokio::time::timeout(Duration::from_millis(1), c.instance_exists(node)).await;
+    assert!(abandoned.is_err(), "n0 answers after 80 ms");
+    let seen = counts.0.lock().clone();
+    assert_eq!(seen["observe InstanceExists Cancelled"], 1);
+    assert_eq!(seen["started InstanceExists"], CALLS as usize + 1);
 
     serving.stop().await;
 }

@@ -60,6 +60,17 @@ async fn tainted_node_is_initialised_in_two_writes() {
         .into_iter()
         .find(|i| i.name == name)
         .unwrap();
+    // Provider calls are named after their Node (others' Nodes may be in
+    // the shared apiserver too).
+    let calls = h.fake.calls_of(Method::InstanceMetadata);
+    assert!(
+        calls.iter().any(|c| c.request_id == format!("node/{name}")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.iter().all(|c| c.request_id.starts_with("node/")),
+        "{calls:?}"
+    );
     let spec = node.spec.clone().unwrap();
     assert_eq!(
         spec.provider_id.as_deref(),

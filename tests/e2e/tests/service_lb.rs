@@ -271,6 +271,12 @@ async fn create_update_and_delete_with_upstream_events() {
         vec!["Ensured load balancer"]
     );
     assert_eq!(ensure_calls(&h), 1);
+    // The provider saw the call named after the Service (and its uid).
+    let uid = svc.uid().unwrap();
+    assert_eq!(
+        h.fake.calls_of(Method::EnsureLoadBalancer)[0].request_id,
+        format!("service/{}/{name}#{}", h.ns, &uid[..8])
+    );
 
     // A port change: Ensure again, the cloud follows.
     h.patch_service(

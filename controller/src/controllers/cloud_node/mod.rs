@@ -26,6 +26,7 @@ use serde_json::json;
 use super::NodeEvents;
 use super::backoff::Backoff;
 use super::context::Context;
+use super::request_id;
 use super::workqueue::{self, Action};
 use crate::k8s::node;
 pub use decide::{InitChanges, InitError, desired_addresses, ga_label_fixes, init_changes};
@@ -219,7 +220,7 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
 
 async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Action {
     let started = std::time::Instant::now();
-    let result = sync(&n, &state).await;
+    let result = request_id::scoped(request_id::node(&n), sync(&n, &state)).await;
     state
         .ctx
         .metrics
@@ -312,7 +313,7 @@ async fn refresh_addresses(state: Arc<CloudNode>, period: Duration, workers: usi
         futures::stream::iter(nodes)
             .for_each_concurrent(workers.max(1), |n| {
                 let ctx = ctx.clone();
-                async move {
+                request_id::scoped(request_id::node(&n), async move {
                     match ctx.provider.instance_metadata(node::node_ref(&n)).await {
                         Ok(meta) => {
                             if let Err(e) = patch_addresses(&ctx, &n, &meta.node_addresses).await {
@@ -325,7 +326,7 @@ async fn refresh_addresses(state: Arc<CloudNode>, period: Duration, workers: usi
                             "error getting instance metadata for node addresses"
                         ),
                     }
-                }
+                })
             })
             .await;
         tokio::time::sleep(period).await;

@@ -26,6 +26,7 @@ use std::collections::HashSet;
 use parking_lot::Mutex;
 
 use super::context::Context;
+use super::request_id;
 use crate::k8s::node;
 pub use decide::{Ownership, ownership, taints_for};
 
@@ -171,7 +172,7 @@ pub async fn run(ctx: Arc<Context>, period: Duration) {
     let state = Lifecycle::new(ctx);
     loop {
         for n in state.ctx.nodes.state() {
-            check(&state, &n).await;
+            request_id::scoped(request_id::node(&n), check(&state, &n)).await;
         }
         tokio::time::sleep(period).await;
     }

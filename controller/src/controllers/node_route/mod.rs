@@ -25,6 +25,7 @@ mod decide;
 use decide::{Cidr, Plan, RouteNode};
 
 use super::context::Context;
+use super::request_id;
 use crate::k8s::node;
 
 /// Cloud route operations in flight at most, as upstream.
@@ -67,11 +68,9 @@ impl Routes {
     async fn reconcile_once(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
         let mut known = self.known.lock().await;
         if list || known.is_none() {
+            let listing = self.ctx.provider.list_routes(&self.ctx.cluster_name);
             *known = Some(
-                self.ctx
-                    .provider
-                    .list_routes(&self.ctx.cluster_name)
-                    .await?,
+                request_id::scoped(request_id::routes(&self.ctx.cluster_name), listing).await?,
             );
         }
         let routes = known.as_mut().expect("listed above");
@@ -95,7 +94,8 @@ impl Routes {
         // must not meet the old route.
         let deleted: Vec<proto::Route> = futures::stream::iter(plan.delete)
             .map(|r| async move {
-                match ctx.provider.delete_route(&ctx.cluster_name, r.clone()).await {
+                let deleting = ctx.provider.delete_route(&ctx.cluster_name, r.clone());
+                match request_id::scoped(request_id::route(&r.name), deleting).await {
                     Ok(()) => {
                         tracing::info!(route = %r.name, destination = %r.destination_cidr, target = %r.target_node, "deleted route");
                         Some(r)
@@ -116,10 +116,10 @@ impl Routes {
             futures::stream::iter(plan.create)
                 .map(|c| async move {
                     let started = Instant::now();
-                    let r = ctx
-                        .provider
-                        .create_route(&ctx.cluster_name, &c.name_hint, c.route.clone())
-                        .await;
+                    let creating =
+                        ctx.provider
+                            .create_route(&ctx.cluster_name, &c.name_hint, c.route.clone());
+                    let r = request_id::scoped(request_id::node_named(&c.node), creating).await;
                     let r = match r {
                         Ok(created) => Ok(created),
                         Err(e) => {

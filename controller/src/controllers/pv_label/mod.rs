@@ -23,6 +23,7 @@ mod decide;
 
 use super::backoff::Backoff;
 use super::context::Context;
+use super::request_id;
 use super::workqueue::{self, Action};
 use crate::k8s::node::{LABEL_REGION, LABEL_ZONE};
 pub use decide::{cloud_volume, labels_to_add};
@@ -47,7 +48,7 @@ struct State {
 }
 
 async fn reconcile(pv: Arc<PersistentVolume>, state: Arc<State>) -> Action {
-    let result = sync(&pv, &state).await;
+    let result = request_id::scoped(request_id::volume(&pv), sync(&pv, &state)).await;
     result.unwrap_or_else(|e| error_policy(pv, &e, state))
 }
 

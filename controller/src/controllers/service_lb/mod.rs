@@ -38,6 +38,7 @@ mod orphans;
 
 use super::backoff::Backoff;
 use super::context::Context;
+use super::request_id;
 use super::workqueue::{self, Action};
 use decide::{SpecError, Standing};
 
@@ -595,7 +596,8 @@ impl Lb {
 
 async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Action {
     let started = std::time::Instant::now();
-    let (action, failed) = sync(svc, lb.clone()).await;
+    let id = request_id::service(&svc);
+    let (action, failed) = request_id::scoped(id, sync(svc, lb.clone())).await;
     lb.ctx
         .metrics
         .queues

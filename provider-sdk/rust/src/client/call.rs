@@ -17,6 +17,42 @@ use crate::error::{ProviderError, reason_str};
 use crate::proto::{self, Capability};
 use crate::validate::Checked;
 
+tokio::task_local! {
+    static SCOPED_REQUEST_ID: std::sync::Arc<str>;
+}
+
+/// The longest request id sent: the contract's limit.
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
+
+/// Runs `work` with every provider call it makes (on any client without an
+/// id of its own) carrying `id` as its `x-ccm-request-id`: one id for all
+/// the calls of one reconcile, named after its object, so the provider's
+/// log lines can be traced back to it. An id longer than
+/// [`MAX_REQUEST_ID_BYTES`] keeps its first and last bytes around `~`.
+pub async fn request_scope<F: Future>(id: &str, work: F) -> F::Output {
+    SCOPED_REQUEST_ID.scope(bounded_id(id).into(), work).await
+}
+
+/// `id` cut to the contract's limit, keeping its head (the kind and
+/// namespace) and its tail (the uid) readable; printable ASCII only, so it
+/// is always a valid metadata value.
+fn bounded_id(id: &str) -> String {
+    let printable: String = id
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    if printable.len() <= MAX_REQUEST_ID_BYTES {
+        return printable;
+    }
+    let head = (MAX_REQUEST_ID_BYTES - 1) / 2;
+    let tail = MAX_REQUEST_ID_BYTES - 1 - head;
+    format!(
+        "{}~{}",
+        &printable[..head],
+        &printable[printable.len() - tail..]
+    )
+}
+
 /// Which of [`ClientOptions`](super::ClientOptions)' deadlines a call gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DeadlineClass {
@@ -163,7 +199,13 @@ impl ProviderClient {
                 () = revoked => Err(Status::cancelled("leadership lost: the mutation was abandoned")),
             }
         };
-        let response = match self.observed(Req::METHOD, &request_id, fenced).await {
+        // On the heap: tonic's future is tens of kilobytes, and every caller
+        // (each reconcile, each test) would otherwise carry it inline,
+        // overflowing a 2 MiB thread stack in debug builds.
+        let response = match self
+            .observed(Req::METHOD, &request_id, Box::pin(fenced))
+            .await
+        {
             Ok(response) => response,
             Err(e) => return Err(fenced_failure(Req::METHOD, gate.as_deref(), e)),
         };
@@ -171,17 +213,22 @@ impl ProviderClient {
     }
 
     /// The id for the next request: the one given to
-    /// [`with_request_id`](ProviderClient::with_request_id), or a fresh one.
-    /// The provider logs it too, so both sides of a call can be matched.
+    /// [`with_request_id`](ProviderClient::with_request_id), else the one of
+    /// the enclosing [`request_scope`], else a fresh one. The provider logs
+    /// it too, so both sides of a call can be matched.
     fn next_request_id(&self) -> String {
-        match &self.request_id {
-            Some(id) => id.to_string(),
-            None => format!(
-                "ccm-{}-{}",
-                std::process::id(),
-                NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
-            ),
+        if let Some(id) = &self.request_id {
+            return id.to_string();
         }
+        SCOPED_REQUEST_ID
+            .try_with(|id| id.to_string())
+            .unwrap_or_else(|_| {
+                format!(
+                    "ccm-{}-{}",
+                    std::process::id(),
+                    NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
+                )
+            })
     }
 
     fn timeout(&self, class: DeadlineClass) -> Duration {
@@ -217,34 +264,96 @@ impl ProviderClient {
         request_id: &str,
         call: impl Future<Output = Result<Response<T>, Status>>,
     ) -> Result<T, ClientError> {
-        if let Some(o) = &self.opts.observer {
-            o.started(method);
-        }
-        let started = Instant::now();
+        // Reported as CANCELLED if the caller drops the call before the
+        // answer (a `/readyz` that stopped waiting): every start has an end.
+        let mut watch = Observation::start(self.opts.observer.as_deref(), method);
         let result = call.await;
-        let elapsed = started.elapsed();
+        let elapsed = watch.started.elapsed();
+        let code = result
+            .as_ref()
+            .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
         match &result {
             Ok(_) => tracing::debug!(method, request_id, ?elapsed, "provider call"),
             Err(status) => tracing::info!(
                 method,
                 request_id,
-                code = ?status.code(),
-                message = status.message(),
+                code = code_name(code),
+                error = status.message(),
                 ?elapsed,
                 "provider call failed"
             ),
         }
-        if let Some(o) = &self.opts.observer {
-            let code = result
-                .as_ref()
-                .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
-            o.observe(method, code, elapsed);
-            if let Err(status) = &result {
-                let reason = ProviderError::from_status(status).reason().map(reason_str);
-                o.failed(method, reason);
-            }
+        watch.finish(code);
+        if let (Some(o), Err(status)) = (&self.opts.observer, &result) {
+            let reason = ProviderError::from_status(status).reason().map(reason_str);
+            o.failed(method, reason);
         }
         Ok(result?.into_inner())
+    }
+}
+
+/// One call as the observer sees it, from start to end.
+struct Observation<'a> {
+    observer: Option<&'a (dyn super::CallObserver + 'static)>,
+    method: &'static str,
+    started: Instant,
+    open: bool,
+}
+
+impl<'a> Observation<'a> {
+    fn start(
+        observer: Option<&'a (dyn super::CallObserver + 'static)>,
+        method: &'static str,
+    ) -> Self {
+        if let Some(o) = observer {
+            o.started(method);
+        }
+        Observation {
+            observer,
+            method,
+            started: Instant::now(),
+            open: true,
+        }
+    }
+
+    fn finish(&mut self, code: tonic::Code) {
+        if std::mem::take(&mut self.open)
+            && let Some(o) = self.observer
+        {
+            o.observe(self.method, code, self.started.elapsed());
+        }
+    }
+}
+
+impl Drop for Observation<'_> {
+    fn drop(&mut self) {
+        self.finish(tonic::Code::Cancelled);
+    }
+}
+
+/// The canonical name of a gRPC code, as the gRPC specification and other
+/// languages' libraries spell it (`OK`, `DEADLINE_EXCEEDED`), for metric
+/// labels and logs.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
@@ -272,6 +381,21 @@ fn fenced_failure(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    #[test]
+    fn long_or_unprintable_ids_are_bounded_and_stay_valid_metadata() {
+        assert_eq!(super::bounded_id("node/a b\u{e9}"), "node/a_b_");
+        let long = format!("service/{}/{}#1a2b3c4d", "n".repeat(63), "s".repeat(63));
+        let bounded = super::bounded_id(&long);
+        assert_eq!(bounded.len(), super::MAX_REQUEST_ID_BYTES);
+        assert!(bounded.starts_with("service/nnn"), "{bounded}");
+        assert!(bounded.ends_with("sss#1a2b3c4d"), "{bounded}");
+        assert!(
+            bounded
+                .parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>()
+                .is_ok()
+        );
+    }
 
     use parking_lot::Mutex;
     use tonic::transport::Channel;
@@ -339,6 +463,22 @@ mod tests {
         let given = c.with_request_id("reconcile-7");
         assert_eq!(request_id_sent(&given).await, "reconcile-7");
         assert_eq!(request_id_sent(&given).await, "reconcile-7");
+        // A scope names every call made within it, on any client.
+        let scoped = request_scope("service/default/web#1a2b3c4d", async {
+            (request_id_sent(&c).await, request_id_sent(&c.clone()).await)
+        })
+        .await;
+        assert_eq!(
+            scoped,
+            (
+                "service/default/web#1a2b3c4d".to_owned(),
+                "service/default/web#1a2b3c4d".to_owned()
+            )
+        );
+        // A client's own id wins over the scope's.
+        let own = request_scope("node/a", request_id_sent(&given)).await;
+        assert_eq!(own, "reconcile-7");
+        assert_ne!(request_id_sent(&c).await, "node/a", "only inside the scope");
     }
 
     #[tokio::test]
