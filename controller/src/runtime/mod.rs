@@ -107,6 +107,10 @@ impl Manager {
         let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
         let controller_metrics = metrics::ControllerMetrics::register(&mut registry);
         let node_watch = NodeWatch::new();
+        registry.register_collector(Box::new(metrics::scraped::ProcessCollector));
+        registry.register_collector(Box::new(metrics::scraped::UninitializedNodes(
+            node_watch.store(),
+        )));
         let health = Arc::new(Health {
             controllers: Mutex::default(),
             leader: elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),

@@ -199,10 +199,16 @@ async fn metrics_need_an_authorized_token_and_probes_need_none() {
         .await
         .unwrap();
     assert_eq!(code, 200, "{body}");
-    assert!(
-        body.contains("ccm_provider_request_duration_seconds"),
-        "{body}"
-    );
+    for family in [
+        "ccm_provider_request_duration_seconds",
+        "ccm_build_info{version=",
+        "process_resident_memory_bytes ",
+        "process_cpu_seconds_total ",
+        "ccm_uninitialized_nodes ",
+        "ccm_oldest_uninitialized_node_age_seconds ",
+    ] {
+        assert!(body.contains(family), "{family} missing: {body}");
+    }
     // Only /metrics was granted.
     let (code, _) = https_get(&tls, port, "/healthz/no-such-check", Some(&reader))
         .await

@@ -1,5 +1,8 @@
 //! Metrics the controller records. One registry for the process; the admin
-//! server (issue 7) serves it in the Prometheus text format.
+//! server serves it in the Prometheus text format. Those computed at scrape
+//! time are in [`scraped`].
+
+pub mod scraped;
 
 use std::time::Duration;
 
