@@ -155,6 +155,15 @@ pub struct ControllersArgs {
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16))]
     pub concurrent_node_status_updates: u16,
 
+    /// Shadow mode: watch, decide and call the provider's read methods, but
+    /// write nothing. Kubernetes writes go out as server-side dry runs
+    /// (validated, never stored), provider mutations are not sent; each is
+    /// logged and counted in ccm_dry_run_writes_total. Implies no leader
+    /// election, so it can run beside the CCM it would replace.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = compat::go_bool, action = clap::ArgAction::Set)]
+    pub dry_run_writes: bool,
+
     /// Whether the route controller creates cloud routes for pod CIDRs
     /// (needs a provider with routes and --cluster-cidr).
     #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,

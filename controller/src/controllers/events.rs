@@ -17,13 +17,17 @@ use tokio::sync::mpsc;
 pub const QUEUE_CAPACITY: usize = 1000;
 
 /// How a controller's Events reach the API server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Delivery {
     /// Through the queue and its publishing task.
     Queued,
     /// Written before `send` returns: unit tests read a sync's Events as
     /// soon as it ends.
     Inline,
+    /// `--dry-run-writes`: logged and counted, never published (a dry-run
+    /// create would leave the recorder patching an Event that was never
+    /// stored).
+    DryRun(crate::runtime::dry_run::DryRun),
 }
 
 /// Where a controller sends its Events.
@@ -40,6 +44,7 @@ enum Inner {
         overflowing: Arc<AtomicBool>,
     },
     Inline(Recorder),
+    DryRun(crate::runtime::dry_run::DryRun),
 }
 
 impl EventSink {
@@ -49,6 +54,7 @@ impl EventSink {
     pub fn new(recorder: Recorder, delivery: Delivery, capacity: usize, dropped: Counter) -> Self {
         let inner = match delivery {
             Delivery::Inline => Inner::Inline(recorder),
+            Delivery::DryRun(d) => Inner::DryRun(d),
             Delivery::Queued => {
                 let (queue, mut pending) =
                     mpsc::channel::<(Event, ObjectReference)>(capacity.max(1));
@@ -75,6 +81,7 @@ impl EventSink {
     pub async fn send(&self, event: Event, reference: ObjectReference) {
         match &self.inner {
             Inner::Inline(recorder) => publish(recorder, &event, &reference).await,
+            Inner::DryRun(d) => d.event_not_published(&event.reason, &reference),
             Inner::Queued {
                 queue,
                 dropped,

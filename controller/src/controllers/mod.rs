@@ -43,6 +43,8 @@ pub struct Shared {
     /// the set rather than to one Node.
     pub node_changes: tokio::sync::watch::Receiver<u64>,
     pub metrics: ControllerMetrics,
+    /// `--dry-run-writes`: Events are counted, not published.
+    pub dry_run: Option<crate::runtime::dry_run::DryRun>,
 }
 
 /// The controller `name` as one task that runs until the process stops.
@@ -62,7 +64,10 @@ pub fn start(
         args.cluster_name.clone(),
         name.canonical(),
         shared.metrics.clone(),
-        events::Delivery::Queued,
+        shared
+            .dry_run
+            .clone()
+            .map_or(events::Delivery::Queued, events::Delivery::DryRun),
     );
     match name {
         ControllerName::CloudNode => cloud_node::run(

@@ -299,13 +299,16 @@ where
 }
 
 /// A kube client whose requests pass through `throttle` and whose writes
-/// pass only while `fence` allows.
+/// pass only while `fence` allows; with `dry_run`, as server-side dry runs.
 pub fn client(
     config: kube::Config,
     throttle: Arc<ClientThrottle>,
     fence: Fence,
+    dry_run: Option<super::dry_run::DryRun>,
 ) -> Result<kube::Client, kube::Error> {
-    let builder = ClientBuilder::try_from(config)?.with_layer(&FenceLayer(fence));
+    let builder = ClientBuilder::try_from(config)?
+        .with_layer(&super::dry_run::DryRunLayer(dry_run))
+        .with_layer(&FenceLayer(fence));
     if throttle.current() == Throttle::Off && !throttle.follows_server() {
         return Ok(builder.build());
     }

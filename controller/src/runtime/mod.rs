@@ -9,6 +9,7 @@
 //! ```
 
 pub mod admin;
+pub mod dry_run;
 pub mod kube_client;
 pub mod leader;
 pub mod metrics;
@@ -57,6 +58,8 @@ struct Manager {
     /// serves /metrics too, so never fenced; never throttled behind the
     /// controllers.
     reviews_client: Client,
+    /// `--dry-run-writes`: what was not written.
+    dry_run: Option<dry_run::DryRun>,
     provider: ccm_provider_sdk::ProviderClient,
     elector: Option<Elector>,
     /// Taken when the controllers start.
@@ -68,7 +71,17 @@ struct Manager {
 
 impl Manager {
     fn build(opts: Options, config: kube::Config) -> Result<Self, RunError> {
-        let elector = if opts.leader_election.leader_elect {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let dry_run = opts
+            .controllers
+            .dry_run_writes
+            .then(|| dry_run::DryRun::register(&mut registry));
+        if dry_run.is_some() {
+            tracing::warn!(
+                "--dry-run-writes: shadow mode. Kubernetes writes are sent as server-side dry runs and not stored, provider mutations are not sent, and no Lease is taken (leader election is off); see ccm_dry_run_writes_total"
+            );
+        }
+        let elector = if opts.leader_election.leader_elect && dry_run.is_none() {
             let cfg = opts
                 .leader_election
                 .lease_config(leader::default_identity());
@@ -76,7 +89,7 @@ impl Manager {
             // Its own client: never rate-limited behind controller traffic,
             // never fenced (it carries the fence's renewals).
             let lease_client =
-                kube_client::client(config.clone(), ClientThrottle::off(), Fence::open())?;
+                kube_client::client(config.clone(), ClientThrottle::off(), Fence::open(), None)?;
             Some(Elector::new(lease_client, cfg))
         } else {
             None
@@ -96,13 +109,16 @@ impl Manager {
             }
         }
         let reviews_client =
-            kube_client::client(config.clone(), ClientThrottle::off(), Fence::open())?;
-        let client = kube_client::client(config, throttle.clone(), fence.clone())?;
-        let mut registry = prometheus_client::registry::Registry::default();
+            kube_client::client(config.clone(), ClientThrottle::off(), Fence::open(), None)?;
+        let client = kube_client::client(config, throttle.clone(), fence.clone(), dry_run.clone())?;
+        let gate: Arc<dyn ccm_provider_sdk::client::MutationGate> = match &dry_run {
+            Some(d) => Arc::new(dry_run::DryRunGate(d.clone())),
+            None => Arc::new(fence),
+        };
         let provider = startup::provider_client(
             &opts.provider,
             metrics::ProviderMetrics::register(&mut registry),
-            fence,
+            gate,
         )?;
         let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
         let controller_metrics = metrics::ControllerMetrics::register(&mut registry);
@@ -122,6 +138,7 @@ impl Manager {
             opts,
             client,
             reviews_client,
+            dry_run,
             provider,
             elector,
             node_watch: Some(node_watch),
@@ -200,6 +217,7 @@ impl Manager {
             nodes: watch.store(),
             node_changes: watch.changes(),
             metrics: self.controller_metrics.clone(),
+            dry_run: self.dry_run.clone(),
         };
         let mut synced = watch.synced();
         let subscribers = watch.subscribers();

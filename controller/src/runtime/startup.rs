@@ -6,22 +6,22 @@ use std::time::Duration;
 
 use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
 
-use super::leader::Fence;
 use super::metrics::ProviderMetrics;
 use crate::config::{ConfigError, ControllerName, ControllersArgs, ProviderArgs};
 
 /// The provider client configured from the flags, reporting every call to
-/// `metrics`, its mutations gated by `fence`.
+/// `metrics`, its mutations gated by `gate` (leader election's fence, or a
+/// dry run's).
 pub fn provider_client(
     args: &ProviderArgs,
     metrics: ProviderMetrics,
-    fence: Fence,
+    gate: Arc<dyn ccm_provider_sdk::client::MutationGate>,
 ) -> Result<ProviderClient, ClientError> {
     ProviderClient::connect_lazy(
         &args.provider_endpoint,
         ccm_provider_sdk::ClientOptions {
             observer: Some(Arc::new(metrics)),
-            mutation_gate: Some(Arc::new(fence)),
+            mutation_gate: Some(gate),
             ..args.client_options()
         },
     )

@@ -15,6 +15,7 @@ async fn decided(env: &TestEnv, throttle: Arc<ClientThrottle>) -> Throttle {
         env.admin_config().await.unwrap(),
         throttle.clone(),
         Fence::open(),
+        None,
     )
     .unwrap();
     client.apiserver_version().await.unwrap();

@@ -251,7 +251,13 @@ impl ProviderClient {
     /// Asks the mutation gate; `Refused` when it is closed.
     fn gate(&self, method: &'static str) -> Result<(), ClientError> {
         match &self.opts.mutation_gate {
-            Some(gate) if !gate.allows_mutations() => Err(ClientError::Refused { method }),
+            Some(gate) if !gate.allows_mutations() => {
+                gate.refused(method);
+                Err(ClientError::Refused {
+                    method,
+                    why: gate.why_closed(),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -373,7 +379,10 @@ fn fenced_failure(
         .provider_error()
         .is_some_and(|p| p.code() == tonic::Code::Cancelled);
     if cancelled && !gate.allows_mutations() {
-        return ClientError::Refused { method };
+        return ClientError::Refused {
+            method,
+            why: gate.why_closed(),
+        };
     }
     e
 }
@@ -573,7 +582,7 @@ mod tests {
         let rpc = Rpc::mutation("key".into());
         let err = c.call(rpc, echo("grpc-timeout"), Ok).await.unwrap_err();
         assert!(
-            matches!(err, ClientError::Refused { method: "Echo" }),
+            matches!(err, ClientError::Refused { method: "Echo", .. }),
             "{err:?}"
         );
         // Reads do not ask the gate.
@@ -662,7 +671,7 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(
-            matches!(err, ClientError::Refused { method: "Hang" }),
+            matches!(err, ClientError::Refused { method: "Hang", .. }),
             "{err:?}"
         );
     }

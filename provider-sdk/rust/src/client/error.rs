@@ -25,8 +25,12 @@ pub enum ClientError {
     #[error("invalid provider endpoint: {0}")]
     Endpoint(String),
     /// The mutation gate said no: nothing was sent.
-    #[error("{method} not sent: this process may not make changes (not the leader)")]
-    Refused { method: &'static str },
+    #[error("{method} not sent: this process may not make changes ({why})")]
+    Refused {
+        method: &'static str,
+        /// The gate's reason: "not the leader", "dry run".
+        why: &'static str,
+    },
 }
 
 impl ClientError {

@@ -90,6 +90,17 @@ pub trait MutationGate: Send + Sync {
     fn superseded(&self, newest: &FencingToken) {
         let _ = newest;
     }
+
+    /// The gate just held back `method` (nothing was sent): for a gate
+    /// that counts or logs what it stops, such as a dry run.
+    fn refused(&self, method: &'static str) {
+        let _ = method;
+    }
+
+    /// Why mutations are held back, for the error the caller gets.
+    fn why_closed(&self) -> &'static str {
+        "not the leader"
+    }
 }
 
 impl std::fmt::Debug for dyn MutationGate {
