@@ -52,8 +52,22 @@ async fn provider_info(opts: &Options, output: OutputFormat) -> anyhow::Result<(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let opts = Options::parse();
-    if let Some(Command::Provider(ProviderCommand::Info { output })) = opts.command {
-        return provider_info(&opts, output).await;
+    match opts.command {
+        Some(Command::Provider(ProviderCommand::Info { output })) => {
+            return provider_info(&opts, output).await;
+        }
+        Some(Command::Provider(ProviderCommand::Annotations)) => {
+            let endpoint = &opts.provider.provider_endpoint;
+            let reference = cloud_controller_manager::provider_info::annotations(
+                endpoint,
+                opts.provider.client_options(),
+            )
+            .await
+            .with_context(|| format!("asking the provider at {endpoint}"))?;
+            print!("{reference}");
+            return Ok(());
+        }
+        None => {}
     }
     let enabled = opts.validate()?;
     init_logging(opts.log_format(), &opts.log_filter());

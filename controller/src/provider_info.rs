@@ -86,3 +86,162 @@ pub fn text(report: &Value) -> String {
     }
     out
 }
+
+/// A provider's annotation schema as a Markdown section: what
+/// `provider annotations` prints, and what docs/annotations.md is made of.
+pub fn annotations_markdown(
+    info: &ccm_provider_sdk::proto::GetProviderInfoResponse,
+    schema: &ccm_provider_sdk::proto::AnnotationSchema,
+) -> String {
+    let cell = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.replace('|', "\\|").replace('\n', " ")
+        }
+    };
+    let code = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("`{}`", s.replace('`', "'"))
+        }
+    };
+    let mut out = format!(
+        "## {} (providerID scheme `{}://`)\n\n",
+        info.name, info.provider_id_scheme
+    );
+    if schema.prefixes.is_empty() {
+        out.push_str("It claims no annotation prefix.\n\n");
+    } else {
+        let prefixes: Vec<String> = schema.prefixes.iter().map(|p| code(p)).collect();
+        out.push_str(&format!(
+            "It owns {}: a Service annotation under {} that is not listed below gets one `UnknownAnnotation` Warning Event naming the closest known key.\n\n",
+            prefixes.join(", "),
+            if prefixes.len() == 1 { "it" } else { "them" },
+        ));
+    }
+    if schema.known_keys.is_empty() {
+        out.push_str("It reads no annotation.\n");
+        return out;
+    }
+    out.push_str(
+        "| annotation | type | default | example | what it does |\n|---|---|---|---|---|\n",
+    );
+    let mut keys: Vec<&String> = schema.known_keys.iter().collect();
+    keys.sort();
+    for key in keys {
+        match schema.descriptions.iter().find(|d| &d.key == key) {
+            Some(d) => out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                code(key),
+                cell(&d.value_type),
+                cell(&d.default_value),
+                code(&d.example),
+                cell(&d.description),
+            )),
+            None => out.push_str(&format!(
+                "| {} | - | - | - | (not described by the provider) |\n",
+                code(key)
+            )),
+        }
+    }
+    out
+}
+
+/// The annotation reference of the provider behind `endpoint`.
+pub async fn annotations(endpoint: &str, options: ClientOptions) -> Result<String, ClientError> {
+    let client = ProviderClient::connect_lazy(endpoint, options)?;
+    let h = client.handshake().await?;
+    Ok(annotations_markdown(&h.info, &h.annotations))
+}
+
+#[cfg(test)]
+mod tests {
+    use ccm_provider_sdk::Identity;
+
+    use super::*;
+
+    const ANNOTATIONS_DOC_HEAD: &str = "# Annotation reference
+
+Generated from the annotation schemas the in-tree providers answer in
+`GetProviderCapabilities` (do not edit: `UPDATE_ANNOTATIONS_DOC=1 cargo test
+-p cloud-controller-manager --lib annotation_reference` rewrites it, and
+`make test` fails when it is stale). For any provider, the same section
+comes from the running provider:
+
+```sh
+cloud-controller-manager provider annotations --provider-endpoint unix:///var/run/cloud-provider/provider.sock
+```
+
+The controller passes all of a Service's annotations to the provider and
+reports a key under one of the provider's prefixes that the provider does
+not declare (a typo) as one `UnknownAnnotation` Warning Event naming the
+closest known key. A malformed
+value is the provider's to refuse (`INVALID_ANNOTATION`, shown on the
+Service as the `LoadBalancerReady` condition's reason and a
+`SyncLoadBalancerFailed` Event naming the key).
+";
+
+    /// docs/annotations.md is made from the in-tree providers' own schemas;
+    /// `UPDATE_ANNOTATIONS_DOC=1` rewrites it.
+    #[test]
+    fn the_annotation_reference_is_generated_from_the_providers() {
+        let fake = ccm_fake_provider::FakeCloud::new(Default::default()).unwrap();
+        let mut doc = String::from(ANNOTATIONS_DOC_HEAD);
+        for (info, schema) in [
+            (fake.info(), fake.annotation_schema()),
+            (
+                ccm_provider_sdk::ProviderInfo {
+                    name: ccm_local_provider::cloud::NAME.into(),
+                    provider_id_scheme: ccm_local_provider::cloud::SCHEME.into(),
+                    ..Default::default()
+                },
+                ccm_local_provider::annotations::schema(),
+            ),
+        ] {
+            let info = ccm_provider_sdk::proto::GetProviderInfoResponse {
+                name: info.name,
+                provider_id_scheme: info.provider_id_scheme,
+                ..Default::default()
+            };
+            doc.push('\n');
+            doc.push_str(&annotations_markdown(&info, &schema));
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/annotations.md");
+        if std::env::var_os("UPDATE_ANNOTATIONS_DOC").is_some() {
+            std::fs::write(path, &doc).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == doc,
+            "docs/annotations.md is stale: run UPDATE_ANNOTATIONS_DOC=1 cargo test -p cloud-controller-manager --lib annotation_reference"
+        );
+    }
+
+    #[test]
+    fn undescribed_keys_and_pipes_are_rendered_safely() {
+        let info = ccm_provider_sdk::proto::GetProviderInfoResponse {
+            name: "x".into(),
+            provider_id_scheme: "x".into(),
+            ..Default::default()
+        };
+        let schema = ccm_provider_sdk::proto::AnnotationSchema {
+            prefixes: vec![],
+            known_keys: vec!["b/k".into(), "a/k".into()],
+            descriptions: vec![ccm_provider_sdk::proto::AnnotationDescription {
+                key: "a/k".into(),
+                description: "one | two".into(),
+                ..Default::default()
+            }],
+        };
+        let md = annotations_markdown(&info, &schema);
+        assert!(md.contains("It claims no annotation prefix."), "{md}");
+        assert!(md.contains("| `a/k` | - | - | - | one \\| two |"), "{md}");
+        assert!(
+            md.contains("| `b/k` | - | - | - | (not described by the provider) |"),
+            "{md}"
+        );
+        assert!(md.find("`a/k`") < md.find("`b/k`"), "sorted: {md}");
+    }
+}

@@ -396,6 +396,9 @@ pub enum ProviderCommand {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         output: OutputFormat,
     },
+    /// Prints the provider's annotation schema as a Markdown reference
+    /// (the format of docs/annotations.md).
+    Annotations,
 }
 
 impl Options {

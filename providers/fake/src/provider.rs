@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
-    AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route, Service, Volume,
-    Warning, Zone,
+    AnnotationDescription, AnnotationSchema, InstanceMetadata, LoadBalancerStatus, NodeRef, Route,
+    Service, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
     CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
@@ -14,7 +14,10 @@ use ccm_provider_sdk::{
     Volumes, Zones, cluster_scoped_load_balancer_name,
 };
 
-use crate::state::{ANNOTATION_PREFIX, KNOWN_ANNOTATIONS, PROVIDER_ID_SCHEME};
+use crate::state::{
+    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, KNOWN_ANNOTATIONS,
+    PROVIDER_ID_SCHEME,
+};
 use crate::{FakeCloud, Method};
 
 impl Identity for FakeCloud {
@@ -34,10 +37,35 @@ impl Identity for FakeCloud {
     }
 
     fn annotation_schema(&self) -> AnnotationSchema {
+        let described =
+            |key: &str, description: &str, value_type: &str, default: &str, example: &str| {
+                AnnotationDescription {
+                    key: key.to_owned(),
+                    description: description.to_owned(),
+                    value_type: value_type.to_owned(),
+                    default_value: default.to_owned(),
+                    example: example.to_owned(),
+                }
+            };
         AnnotationSchema {
             prefixes: vec![ANNOTATION_PREFIX.to_owned()],
             known_keys: KNOWN_ANNOTATIONS.iter().map(|k| (*k).to_owned()).collect(),
-            ..AnnotationSchema::default()
+            descriptions: vec![
+                described(
+                    ANNOTATION_INTERNAL,
+                    "Whether the load balancer is internal; the fake records it on the load balancer. Anything but \"true\" or \"false\" is refused as INVALID_ANNOTATION.",
+                    "boolean",
+                    "false",
+                    "true",
+                ),
+                described(
+                    ANNOTATION_HEALTH_CHECK_PATH,
+                    "The HTTP path the load balancer's health check asks, with externalTrafficPolicy: Local; with Cluster it is ignored with a HealthCheckPathIgnored warning. Must start with \"/\".",
+                    "string",
+                    "none",
+                    "/healthz",
+                ),
+            ],
         }
     }
 

@@ -256,11 +256,13 @@ impl LocalCloud {
 
 /// The providerID scheme.
 pub const SCHEME: &str = "local";
+/// The provider's name in `GetProviderInfo`.
+pub const NAME: &str = "local";
 
 impl Identity for LocalCloud {
     fn info(&self) -> ProviderInfo {
         ProviderInfo {
-            name: "local".into(),
+            name: NAME.into(),
             vendor_version: env!("CARGO_PKG_VERSION").into(),
             provider_id_scheme: SCHEME.into(),
             has_cluster_id: Some(true),
