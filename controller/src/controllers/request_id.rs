@@ -47,13 +47,14 @@ pub fn routes(cluster: &str) -> String {
     format!("routes/{cluster}")
 }
 
-/// Runs `work` with its provider calls carrying `id` and its log lines
-/// inside a `reconcile{request_id=…}` span.
+/// Runs `work` with its provider calls carrying `id` and one W3C trace id
+/// (`traceparent`), and its log lines inside a
+/// `reconcile{request_id=… trace_id=…}` span.
 pub async fn scoped<F: Future>(id: String, work: F) -> F::Output {
-    let span = tracing::info_span!("reconcile", request_id = %id);
-    ccm_provider_sdk::request_scope(&id, work)
-        .instrument(span)
-        .await
+    let scope = ccm_provider_sdk::RequestScope::new(&id);
+    let span =
+        tracing::info_span!("reconcile", request_id = scope.id(), trace_id = %scope.trace_id());
+    scope.run(work).instrument(span).await
 }
 
 #[cfg(test)]

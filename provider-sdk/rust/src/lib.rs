@@ -109,13 +109,16 @@ pub mod provider;
 pub mod server;
 #[cfg(feature = "server")]
 pub mod state_file;
+pub mod trace_context;
 pub mod validate;
 
 /// The generated contract types (`ccmrs.cloudprovider.v1`).
 pub use ccm_proto::v1 as proto;
 
 #[cfg(feature = "client")]
-pub use client::{ClientError, ClientOptions, Handshake, ProviderClient, request_scope};
+pub use client::{
+    ClientError, ClientOptions, Handshake, ProviderClient, RequestScope, request_scope,
+};
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;

@@ -28,6 +28,9 @@ use crate::proto::{
 pub struct CallContext {
     /// The controller's `x-ccm-request-id`, or a generated one.
     pub request_id: String,
+    /// The caller's W3C trace id (32 hex digits) from a valid
+    /// `traceparent`, to join its trace; `None` without one.
+    pub trace_id: Option<String>,
     /// When the caller stops waiting, if it said.
     pub deadline: Option<Instant>,
     /// Mutations from a controller running with leader election: who sent

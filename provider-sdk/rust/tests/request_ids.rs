@@ -26,6 +26,7 @@ const CALLS: u64 = 16;
 #[derive(Clone, Default)]
 struct Recording {
     seen: Arc<Mutex<BTreeMap<String, String>>>,
+    traces: Arc<Mutex<BTreeMap<String, Option<String>>>>,
 }
 
 impl Identity for Recording {
@@ -42,6 +43,7 @@ impl Identity for Recording {
 impl Instances for Recording {
     async fn instance_exists(&self, ctx: CallContext, node: NodeRef) -> ProviderResult<Existence> {
         let i: u64 = node.name[1..].parse().unwrap();
+        self.traces.lock().insert(node.name.clone(), ctx.trace_id);
         self.seen.lock().insert(node.name, ctx.request_id);
         tokio::time::sleep(Duration::from_millis(5 * (CALLS - i))).await;
         if i % 2 == 1 {
@@ -210,6 +212,29 @@ async fn concurrent_calls_on_one_thread_each_log_and_send_their_own_request_id()
     let seen = counts.0.lock().clone();
     assert_eq!(seen["observe InstanceExists Cancelled"], 1);
     assert_eq!(seen["started InstanceExists"], CALLS as usize + 1);
+
+    // W3C trace context: every call carries a traceparent; the calls of one
+    // scope share its trace id, and the server hands it to the provider.
+    let unscoped = cloud.traces.lock().clone();
+    let distinct: BTreeSet<_> = unscoped.values().flatten().collect();
+    assert_eq!(distinct.len() as u64, CALLS, "a trace per unscoped call");
+    let scope = ccm_provider_sdk::RequestScope::new("service/shop/web#1a2b3c4d");
+    let trace = scope.trace_id();
+    let node = |name: &str| NodeRef {
+        name: name.into(),
+        ..Default::default()
+    };
+    scope
+        .run(async {
+            c.instance_exists(node("n2")).await.unwrap();
+            c.instance_exists(node("n4")).await.unwrap();
+        })
+        .await;
+    let traces = cloud.traces.lock().clone();
+    assert_eq!(traces["n2"].as_deref(), Some(trace.as_str()));
+    assert_eq!(traces["n4"].as_deref(), Some(trace.as_str()));
+    assert!(!distinct.contains(&trace), "a new trace per scope");
+    assert_eq!(cloud.seen.lock()["n2"], "service/shop/web#1a2b3c4d");
 
     serving.stop().await;
 }

@@ -15,10 +15,44 @@ use super::rpcs::{ServiceClient, Unary};
 use super::{ClientError, MutationGate, ProviderClient};
 use crate::error::{ProviderError, reason_str};
 use crate::proto::{self, Capability};
+use crate::trace_context::{TRACEPARENT_METADATA, TraceId, traceparent};
 use crate::validate::Checked;
 
 tokio::task_local! {
-    static SCOPED_REQUEST_ID: std::sync::Arc<str>;
+    static SCOPED: RequestScope;
+}
+
+/// What every provider call made within [`RequestScope::run`] carries:
+/// one request id and one W3C trace id, for all the calls of one reconcile.
+#[derive(Debug, Clone)]
+pub struct RequestScope {
+    id: std::sync::Arc<str>,
+    trace: TraceId,
+}
+
+impl RequestScope {
+    /// `id` (bounded to [`MAX_REQUEST_ID_BYTES`]) and a fresh trace id.
+    pub fn new(id: &str) -> Self {
+        RequestScope {
+            id: bounded_id(id).into(),
+            trace: TraceId::random(),
+        }
+    }
+
+    /// The trace id, as the calls' `traceparent` carries it.
+    pub fn trace_id(&self) -> String {
+        self.trace.to_string()
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Runs `work` with every provider call it makes carrying this scope's
+    /// request id (unless the client has one of its own) and trace id.
+    pub async fn run<F: Future>(self, work: F) -> F::Output {
+        SCOPED.scope(self, work).await
+    }
 }
 
 /// The longest request id sent: the contract's limit.
@@ -30,7 +64,7 @@ pub const MAX_REQUEST_ID_BYTES: usize = 128;
 /// log lines can be traced back to it. An id longer than
 /// [`MAX_REQUEST_ID_BYTES`] keeps its first and last bytes around `~`.
 pub async fn request_scope<F: Future>(id: &str, work: F) -> F::Output {
-    SCOPED_REQUEST_ID.scope(bounded_id(id).into(), work).await
+    RequestScope::new(id).run(work).await
 }
 
 /// `id` cut to the contract's limit, keeping its head (the kind and
@@ -220,8 +254,8 @@ impl ProviderClient {
         if let Some(id) = &self.request_id {
             return id.to_string();
         }
-        SCOPED_REQUEST_ID
-            .try_with(|id| id.to_string())
+        SCOPED
+            .try_with(|scope| scope.id.to_string())
             .unwrap_or_else(|_| {
                 format!(
                     "ccm-{}-{}",
@@ -244,6 +278,13 @@ impl ProviderClient {
         request.set_timeout(self.timeout(class));
         if let Ok(v) = request_id.parse() {
             request.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
+        }
+        // One trace per scope (reconcile), or per call outside one.
+        let trace = SCOPED
+            .try_with(|scope| scope.trace)
+            .unwrap_or_else(|_| TraceId::random());
+        if let Ok(v) = traceparent(trace).parse() {
+            request.metadata_mut().insert(TRACEPARENT_METADATA, v);
         }
         request
     }

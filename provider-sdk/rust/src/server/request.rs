@@ -52,8 +52,15 @@ pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
             )
         }
     };
+    let trace_id = req
+        .metadata()
+        .get(crate::trace_context::TRACEPARENT_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::trace_context::parse_traceparent)
+        .map(|t| t.to_string());
     Ok(CallContext {
         request_id,
+        trace_id,
         deadline,
         fencing_token,
         cancellation: Cancellation::default(),
@@ -91,7 +98,12 @@ pub(super) async fn call<T, F>(method: &'static str, ctx: &CallContext, f: F) ->
 where
     F: Future<Output = Result<T, ProviderError>>,
 {
-    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id);
+    let span = tracing::info_span!(
+        "rpc",
+        method,
+        request_id = %ctx.request_id,
+        trace_id = ctx.trace_id.as_deref().unwrap_or_default()
+    );
     // Dropped with this future when the caller gives up (tonic drops the
     // handler on RST_STREAM and on its deadline): that is the cancellation.
     let mut on_give_up = CancelOnDrop(Some(ctx.cancellation.clone()));
