@@ -352,6 +352,8 @@ impl AdminArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// Human-readable lines; `text` is accepted too (upstream's name).
+    #[value(alias = "text")]
     Plain,
     Json,
 }
@@ -540,6 +542,12 @@ mod tests {
         );
         assert_eq!(o.controllers.cluster_cidr, ClusterCidrs::default());
         assert_eq!(o.log_format(), LogFormat::Plain);
+        assert_eq!(
+            Options::try_parse_from(["ccm", "--log-format=text"])
+                .unwrap()
+                .log_format(),
+            LogFormat::Plain
+        );
         assert_eq!(o.admin.secure_port, 10258);
         assert_eq!(o.admin.admin_port, 0, "ours: no plain HTTP unless asked");
         assert_eq!(
