@@ -845,3 +845,42 @@ fn notes_say_how_to_check_the_rollout_the_leader_and_readiness() {
         assert!(!notes.contains("<no value>"), "{notes}");
     }
 }
+
+/// deploy/grafana's dashboard queries only what the controller exports,
+/// grouped by labels its series have.
+#[test]
+fn the_dashboard_queries_only_series_the_controller_exports() {
+    let (registered, metric_labels) = registered_metrics();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/ccm-rs-dashboard.json")).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    let target_labels = ["namespace", "pod", "instance", "job", "le"];
+    let mut ids = BTreeSet::new();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap();
+        assert!(
+            ids.insert(panel["id"].as_u64().unwrap()),
+            "{title}: id reused"
+        );
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}: no query");
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap();
+            let series = series_of(expr);
+            assert!(!series.is_empty(), "{title}: {expr}");
+            for s in &series {
+                assert!(
+                    is_exported(s, &registered),
+                    "{title} queries {s}, which the controller (controller/src) does not export"
+                );
+            }
+            for label in labels_of(expr) {
+                assert!(
+                    target_labels.contains(&label.as_str()) || metric_labels.contains(&label),
+                    "{title} uses the label {label}, which no series has: {expr}"
+                );
+            }
+        }
+    }
+}

@@ -22,6 +22,19 @@ fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: f64) ->
     g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
 }
 
+/// A gauge for what /proc told, nothing for what it did not.
+fn optional_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: Option<f64>,
+) -> std::fmt::Result {
+    match value {
+        Some(v) => gauge(encoder, name, help, v),
+        None => Ok(()),
+    }
+}
+
 /// What /proc says about this process; `None` for what it does not say
 /// (another OS, a restricted /proc).
 #[derive(Debug, Default, PartialEq)]
@@ -117,37 +130,36 @@ impl Collector for ProcessCollector {
                 c.metric_type(),
             )?)?;
         }
-        for (name, help, value) in [
-            (
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes",
-                p.resident_bytes,
-            ),
-            (
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes",
-                p.virtual_bytes,
-            ),
-            (
-                "process_open_fds",
-                "Number of open file descriptors",
-                p.open_fds,
-            ),
-            (
-                "process_max_fds",
-                "Maximum number of open file descriptors",
-                p.max_fds,
-            ),
-            (
-                "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds",
-                p.start_time_seconds,
-            ),
-        ] {
-            if let Some(v) = value {
-                gauge(&mut encoder, name, help, v)?;
-            }
-        }
+        optional_gauge(
+            &mut encoder,
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes",
+            p.resident_bytes,
+        )?;
+        optional_gauge(
+            &mut encoder,
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes",
+            p.virtual_bytes,
+        )?;
+        optional_gauge(
+            &mut encoder,
+            "process_open_fds",
+            "Number of open file descriptors",
+            p.open_fds,
+        )?;
+        optional_gauge(
+            &mut encoder,
+            "process_max_fds",
+            "Maximum number of open file descriptors",
+            p.max_fds,
+        )?;
+        optional_gauge(
+            &mut encoder,
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds",
+            p.start_time_seconds,
+        )?;
         Ok(())
     }
 }
