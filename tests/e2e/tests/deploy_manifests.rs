@@ -402,6 +402,14 @@ fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
     let d = overlay("fake", &[]);
     let provider = &d["spec"]["template"]["spec"]["containers"][1];
     assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+    // Preferred anti-affinity, as the chart: a single control-plane node
+    // still runs the standby.
+    let anti = &d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+    assert!(anti["requiredDuringSchedulingIgnoredDuringExecution"].is_null());
+    assert_eq!(
+        anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
 }
 
 /// What the overlay and the Helm values for the local provider both give:
