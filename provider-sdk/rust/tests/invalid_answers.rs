@@ -75,8 +75,17 @@ impl instances_service_server::InstancesService for BadInstances {
     }
     async fn instance_metadata(
         &self,
-        _: Request<InstanceMetadataRequest>,
+        req: Request<InstanceMetadataRequest>,
     ) -> Result<Response<InstanceMetadataResponse>, Status> {
+        if req.into_inner().node.is_some_and(|n| n.name == "foreign") {
+            // Well formed, but another cloud's: the provider says "bad".
+            return Ok(Response::new(InstanceMetadataResponse {
+                metadata: Some(InstanceMetadata {
+                    provider_id: "aws:///eu-west-1a/i-1".into(),
+                    ..Default::default()
+                }),
+            }));
+        }
         Ok(Response::new(InstanceMetadataResponse {
             metadata: Some(InstanceMetadata {
                 provider_id: "bad://i-1".into(),
@@ -256,6 +265,11 @@ async fn contract_violations_in_answers_become_typed_errors_naming_the_field() {
     assert_eq!(
         field(c.instance_metadata(node("n")).await.unwrap_err()),
         "metadata.node_addresses[0].address"
+    );
+    assert_eq!(
+        field(c.instance_metadata(node("foreign")).await.unwrap_err()),
+        "metadata.provider_id",
+        "a providerID of another scheme than the provider's own"
     );
     let svc = Service::default();
     assert_eq!(

@@ -27,11 +27,26 @@ impl ProviderClient {
             .await
     }
 
+    /// The instance's metadata. A providerID must be of the provider's own
+    /// scheme (its `GetProviderInfo.provider_id_scheme`): another cloud's
+    /// written onto a Node would make it unmanageable by either.
     pub async fn instance_metadata(&self, node: NodeRef) -> Result<InstanceMetadata, ClientError> {
+        let scheme = self.handshake().await?.info.provider_id_scheme.clone();
         let request = InstanceMetadataRequest { node: Some(node) };
         self.call(read(), request, |r| {
             let metadata = validate::required("metadata", &r.metadata)?;
             answers::instance_metadata(metadata)?;
+            let pid = &metadata.provider_id;
+            if !pid.is_empty()
+                && pid
+                    .strip_prefix(scheme.as_str())
+                    .is_none_or(|rest| !rest.starts_with("://"))
+            {
+                return Err(validate::violation(
+                    "metadata.provider_id",
+                    format!("{pid:?} is not of the provider's own scheme {scheme}://"),
+                ));
+            }
             Ok(metadata.clone())
         })
         .await
