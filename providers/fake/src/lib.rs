@@ -50,9 +50,9 @@ pub use faults::{
     CallOutcome, CallRecord, ErrorInjection, ErrorKind, FaultsSnapshot, Method, Target,
 };
 pub use state::{
-    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, Address, AddressType,
-    FakeConfig, Instance, InstanceSpec, LbPort, LeaderRecord, LoadBalancer, PROVIDER_ID_SCHEME,
-    RouteRecord, StateDump, VOLUME_DRIVERS,
+    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_IMPLEMENTED_ELSEWHERE, ANNOTATION_INTERNAL,
+    ANNOTATION_PREFIX, Address, AddressType, FakeConfig, Instance, InstanceSpec, LbPort,
+    LeaderRecord, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord, StateDump, VOLUME_DRIVERS,
 };
 
 use faults::{CallLog, Faults, Plan};

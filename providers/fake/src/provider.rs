@@ -15,8 +15,8 @@ use ccm_provider_sdk::{
 };
 
 use crate::state::{
-    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_INTERNAL, ANNOTATION_PREFIX, KNOWN_ANNOTATIONS,
-    PROVIDER_ID_SCHEME,
+    ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_IMPLEMENTED_ELSEWHERE, ANNOTATION_INTERNAL,
+    ANNOTATION_PREFIX, KNOWN_ANNOTATIONS, PROVIDER_ID_SCHEME,
 };
 use crate::{FakeCloud, Method};
 
@@ -54,6 +54,13 @@ impl Identity for FakeCloud {
                 described(
                     ANNOTATION_INTERNAL,
                     "Whether the load balancer is internal; the fake records it on the load balancer. Anything but \"true\" or \"false\" is refused as INVALID_ANNOTATION.",
+                    "boolean",
+                    "false",
+                    "true",
+                ),
+                described(
+                    ANNOTATION_IMPLEMENTED_ELSEWHERE,
+                    "\"true\": the fake answers every load balancer call for the Service with \"implemented elsewhere\" (another controller owns it), as a load balancer class can make a real provider do.",
                     "boolean",
                     "false",
                     "true",

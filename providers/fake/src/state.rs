@@ -30,11 +30,18 @@ pub const ANNOTATION_PREFIX: &str = "fake.ccm-rs.io/";
 pub const ANNOTATION_INTERNAL: &str = "fake.ccm-rs.io/internal";
 /// An absolute HTTP path (starting with `/`) for the health check.
 pub const ANNOTATION_HEALTH_CHECK_PATH: &str = "fake.ccm-rs.io/health-check-path";
+/// `"true"`: the load balancer is another controller's (the answer is
+/// "implemented elsewhere"), as a load balancer class can say upstream.
+pub const ANNOTATION_IMPLEMENTED_ELSEWHERE: &str = "fake.ccm-rs.io/implemented-elsewhere";
 /// The volume drivers whose volumes the fake knows: its CSI driver name
 /// and an in-tree-style plugin name.
 pub const VOLUME_DRIVERS: [&str; 2] = ["fake.csi.ccm-rs.io", "kubernetes.io/fake-disk"];
 /// Every annotation key the fake reads.
-pub const KNOWN_ANNOTATIONS: [&str; 2] = [ANNOTATION_INTERNAL, ANNOTATION_HEALTH_CHECK_PATH];
+pub const KNOWN_ANNOTATIONS: [&str; 3] = [
+    ANNOTATION_INTERNAL,
+    ANNOTATION_HEALTH_CHECK_PATH,
+    ANNOTATION_IMPLEMENTED_ELSEWHERE,
+];
 
 /// How the fake cloud starts. `Default` is what the binary uses without
 /// flags: auto-created instances, a TEST-NET-1 address pool, one cluster.
@@ -842,6 +849,15 @@ impl State {
     }
 
     fn elsewhere(&self, service: &Service) -> Option<String> {
+        if service
+            .annotations
+            .get(ANNOTATION_IMPLEMENTED_ELSEWHERE)
+            .is_some_and(|v| v == "true")
+        {
+            return Some(format!(
+                "{ANNOTATION_IMPLEMENTED_ELSEWHERE}: another controller owns this load balancer"
+            ));
+        }
         let class = service.load_balancer_class.as_ref()?;
         self.config
             .implemented_elsewhere_classes

@@ -725,6 +725,40 @@ async fn a_service_that_loses_its_ports_loses_its_load_balancer() {
     h.finish().await;
 }
 
+/// A load balancer another controller owns ("implemented elsewhere"):
+/// the finalizer stays (a deletion still reaches the provider, as
+/// upstream) and no condition of ours is left on the Service.
+#[tokio::test]
+async fn implemented_elsewhere_leaves_the_status_to_its_owner() {
+    let _serial = SERIAL.lock().await;
+    let h = harness().await;
+    let name = unique_name("elsewhere");
+    let mut svc = lb_service(&name, 80);
+    svc.metadata.annotations = Some(
+        [(
+            ccm_fake_provider::ANNOTATION_IMPLEMENTED_ELSEWHERE.to_owned(),
+            "true".to_owned(),
+        )]
+        .into(),
+    );
+    let svc = h.create_service(svc).await;
+    eventually("an Ensure answered implemented elsewhere", || async {
+        match ensure_calls(&h) {
+            0 => Err("none yet".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    let s = h
+        .wait_service(&name, "finalizer on, no condition of ours", |s| {
+            has_finalizer(s) && condition(s).is_none()
+        })
+        .await;
+    assert!(ingress_ips(&s).is_empty());
+    assert!(h.lb(&svc.uid().unwrap()).is_none());
+    h.stop().await;
+}
+
 /// Issue 12, point 3: an empty ingress from EnsureLoadBalancer is a success
 /// (as upstream): no error events, the condition says why there is no
 /// address, and node changes reach the load balancer.

@@ -382,6 +382,7 @@ impl Lb {
         // The finalizer goes on before the cloud is called, so no load
         // balancer can exist that a deletion would not see.
         let mut first = serde_json::Map::new();
+        let mut condition_ours = decide::condition(svc).is_some();
         if !decide::has_finalizer(svc) {
             first.insert(
                 "metadata".into(),
@@ -395,6 +396,7 @@ impl Lb {
             );
             if let Some(c) = decide::condition_update(svc, &provisioning, Time(now())) {
                 first.insert("status".into(), json!({ "conditions": [c] }));
+                condition_ours = true;
             }
         }
         if !first.is_empty()
@@ -436,6 +438,17 @@ impl Lb {
         match answer.outcome {
             LbOutcome::ImplementedElsewhere(message) => {
                 tracing::info!(service = %key, message, "load balancer implemented elsewhere");
+                if condition_ours {
+                    // Another controller owns this load balancer and its
+                    // status: our Provisioning condition would stand
+                    // forever. The finalizer stays, as upstream's, so a
+                    // deletion is still passed to the provider.
+                    let remove = json!({ "status": { "conditions": [
+                        { "type": decide::CONDITION, "$patch": "delete" }
+                    ] } });
+                    self.patch_status(svc, remove, "remove the load balancer condition")
+                        .await?;
+                }
                 record.elsewhere = true;
                 record.ensured = Some(fingerprint);
                 Ok(Action::await_change())
@@ -865,6 +878,59 @@ mod tests {
                 .calls_of(ccm_fake_provider::Method::EnsureLoadBalancer)
                 .len(),
             ensures.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn implemented_elsewhere_leaves_no_condition_of_ours() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        // The apiserver answers a patch with the whole object, which a
+        // deletion directive alone is not.
+        let (client, api) = mock_api(|call| {
+            if call.body.to_string().contains("$patch") {
+                (200, serde_json::to_value(lb_service()).unwrap())
+            } else {
+                (200, call.body.clone())
+            }
+        });
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
+        let mut svc = lb_service();
+        svc.metadata.annotations = Some(
+            [(
+                ccm_fake_provider::ANNOTATION_IMPLEMENTED_ELSEWHERE.to_owned(),
+                "true".to_owned(),
+            )]
+            .into(),
+        );
+        let (action, failed) = sync(Arc::new(svc), lb).await;
+        assert!(!failed);
+        assert_eq!(action, Action::await_change());
+        let writes: Vec<Call> = api.all().into_iter().filter(|c| !c.is_event()).collect();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        // The finalizer (kept, as upstream, so a deletion is still seen)
+        // and the Provisioning condition went on before the call...
+        assert_eq!(
+            writes[0].body["status"]["conditions"][0]["reason"],
+            "Provisioning"
+        );
+        // ...and the condition comes off again: another controller owns
+        // this load balancer and its status.
+        assert_eq!(
+            writes[1].body,
+            json!({"status": {"conditions": [{"type": decide::CONDITION, "$patch": "delete"}]}})
+        );
+        assert!(writes[1].body["status"].get("loadBalancer").is_none());
+        assert!(provider.fake.dump().load_balancers.is_empty());
+        assert!(
+            !api.event_reasons()
+                .iter()
+                .any(|r| r == "EnsuredLoadBalancer")
         );
     }
 
