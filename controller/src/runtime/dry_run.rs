@@ -6,15 +6,13 @@
 //! an operator can run the controller beside the CCM it would replace and
 //! see what it would do.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tower::{BoxError, Layer, Service};
+use tower::BoxError;
+
+use super::kube_client::{KubeRequest, RequestCheck};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
@@ -86,27 +84,6 @@ fn resource(path: &str) -> String {
     }
 }
 
-/// Turns every Kubernetes write into a server-side dry run (none when
-/// `None`: the layer is always there, so the client has one type).
-#[derive(Clone)]
-pub struct DryRunLayer(pub Option<DryRun>);
-
-impl<S> Layer<S> for DryRunLayer {
-    type Service = DryRunWrites<S>;
-    fn layer(&self, inner: S) -> DryRunWrites<S> {
-        DryRunWrites {
-            inner,
-            dry_run: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct DryRunWrites<S> {
-    inner: S,
-    dry_run: Option<DryRun>,
-}
-
 /// `uri` with `dryRun=All` added to its query.
 fn with_dry_run(uri: &http::Uri) -> Result<http::Uri, http::Error> {
     let path_and_query = match uri.query() {
@@ -140,28 +117,12 @@ fn delete_options_with_dry_run(body: &[u8]) -> Result<Vec<u8>, serde_json::Error
     serde_json::to_vec(&options)
 }
 
-impl<S> Service<http::Request<kube::client::Body>> for DryRunWrites<S>
-where
-    S: Service<http::Request<kube::client::Body>>,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, mut req: http::Request<kube::client::Body>) -> Self::Future {
-        let Some(dry_run) = self
-            .dry_run
-            .clone()
-            .filter(|_| req.method() != http::Method::GET)
-        else {
-            let fut = self.inner.call(req);
-            return Box::pin(async move { fut.await.map_err(Into::into) });
+/// Turns every Kubernetes write into a server-side dry run (none when
+/// `None`: the check is always in place, so the client has one type).
+impl RequestCheck for Option<DryRun> {
+    fn check(&self, mut req: KubeRequest) -> Result<KubeRequest, BoxError> {
+        let Some(dry_run) = self.as_ref().filter(|_| req.method() != http::Method::GET) else {
+            return Ok(req);
         };
         let operation = format!("{} {}", req.method(), resource(req.uri().path()));
         tracing::info!(
@@ -170,41 +131,28 @@ where
             "dry run: Kubernetes write sent as a server-side dry run, not stored"
         );
         dry_run.count("kubernetes", operation);
-        match with_dry_run(req.uri()) {
-            Ok(uri) => *req.uri_mut() = uri,
-            // Never send the write for real.
-            Err(e) => return Box::pin(async move { Err(e.into()) }),
-        }
+        // Never send the write for real: any failure below refuses it.
+        *req.uri_mut() = with_dry_run(req.uri())?;
         if req.method() != http::Method::DELETE {
-            let fut = self.inner.call(req);
-            return Box::pin(async move { fut.await.map_err(Into::into) });
+            return Ok(req);
         }
         // kube sends DeleteOptions as a body already in memory: read it now.
         // One that cannot be read at once is refused rather than sent
         // without its dry run.
         let (mut parts, body) = req.into_parts();
-        let options = match futures::FutureExt::now_or_never(body.collect_bytes()) {
-            Some(Ok(body)) => delete_options_with_dry_run(&body),
-            _ => {
-                return Box::pin(async {
-                    Err("dry run: a DELETE whose options are not in memory is not sent".into())
-                });
-            }
+        let Some(Ok(body)) = futures::FutureExt::now_or_never(body.collect_bytes()) else {
+            return Err("dry run: a DELETE whose options are not in memory is not sent".into());
         };
-        let options = match options {
-            Ok(o) => o,
-            Err(e) => return Box::pin(async move { Err(e.into()) }),
-        };
+        let options = delete_options_with_dry_run(&body)?;
         parts.headers.insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
         parts.headers.remove(http::header::CONTENT_LENGTH);
-        let fut = self.inner.call(http::Request::from_parts(
+        Ok(http::Request::from_parts(
             parts,
             kube::client::Body::from(options),
-        ));
-        Box::pin(async move { fut.await.map_err(Into::into) })
+        ))
     }
 }
 
@@ -285,7 +233,8 @@ mod tests {
                 }
             })
         };
-        let mut svc = DryRunLayer(Some(dry)).layer(recorder);
+        use tower::{Layer, Service};
+        let mut svc = crate::runtime::kube_client::CheckLayer(Some(dry)).layer(recorder);
         for (method, uri, body) in [
             ("GET", "/api/v1/nodes?watch=true", ""),
             ("PATCH", "/api/v1/nodes/a/status", "{}"),

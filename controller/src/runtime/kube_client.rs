@@ -242,25 +242,59 @@ where
     }
 }
 
-/// Refuses every request but reads (GET) while the fence is closed: the
-/// one place Kubernetes writes are fenced by leader election.
-#[derive(Clone)]
-pub struct FenceLayer(pub Fence);
+/// A Kubernetes request as the client sends it.
+pub type KubeRequest = http::Request<kube::client::Body>;
 
-impl<S> Layer<S> for FenceLayer {
-    type Service = Fenced<S>;
-    fn layer(&self, inner: S) -> Fenced<S> {
-        Fenced {
+/// Looks at each request before it is sent: passes it on (perhaps
+/// rewritten) or refuses it, so nothing is sent.
+pub trait RequestCheck: Clone + Send + Sync + 'static {
+    fn check(&self, req: KubeRequest) -> Result<KubeRequest, BoxError>;
+}
+
+/// Puts a [`RequestCheck`] in front of the client's requests.
+#[derive(Clone)]
+pub struct CheckLayer<C>(pub C);
+
+impl<S, C: Clone> Layer<S> for CheckLayer<C> {
+    type Service = Checked<S, C>;
+    fn layer(&self, inner: S) -> Checked<S, C> {
+        Checked {
             inner,
-            fence: self.0.clone(),
+            check: self.0.clone(),
         }
     }
 }
 
 #[derive(Clone)]
-pub struct Fenced<S> {
+pub struct Checked<S, C> {
     inner: S,
-    fence: Fence,
+    check: C,
+}
+
+impl<S, C> Service<KubeRequest> for Checked<S, C>
+where
+    S: Service<KubeRequest>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    C: RequestCheck,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: KubeRequest) -> Self::Future {
+        match self.check.check(req) {
+            Ok(req) => {
+                let fut = self.inner.call(req);
+                Box::pin(async move { fut.await.map_err(Into::into) })
+            }
+            Err(refused) => Box::pin(async move { Err(refused) }),
+        }
+    }
 }
 
 /// The error a fenced write gets.
@@ -271,30 +305,18 @@ pub struct NotLeader {
     path: String,
 }
 
-impl<S, B> Service<http::Request<B>> for Fenced<S>
-where
-    S: Service<http::Request<B>>,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if req.method() != http::Method::GET && !self.fence.allows_writes() {
-            let err = NotLeader {
+/// Refuses every request but reads (GET) while the fence is closed: the
+/// one place Kubernetes writes are fenced by leader election.
+impl RequestCheck for Fence {
+    fn check(&self, req: KubeRequest) -> Result<KubeRequest, BoxError> {
+        if req.method() != http::Method::GET && !self.allows_writes() {
+            return Err(NotLeader {
                 method: req.method().clone(),
                 path: req.uri().path().to_owned(),
-            };
-            return Box::pin(async move { Err(err.into()) });
+            }
+            .into());
         }
-        let fut = self.inner.call(req);
-        Box::pin(async move { fut.await.map_err(Into::into) })
+        Ok(req)
     }
 }
 
@@ -307,8 +329,8 @@ pub fn client(
     dry_run: Option<super::dry_run::DryRun>,
 ) -> Result<kube::Client, kube::Error> {
     let builder = ClientBuilder::try_from(config)?
-        .with_layer(&super::dry_run::DryRunLayer(dry_run))
-        .with_layer(&FenceLayer(fence));
+        .with_layer(&CheckLayer(dry_run))
+        .with_layer(&CheckLayer(fence));
     if throttle.current() == Throttle::Off && !throttle.follows_server() {
         return Ok(builder.build());
     }
