@@ -18,6 +18,7 @@ type callKey struct{}
 
 type call struct {
 	requestID string
+	traceID   string
 	token     *Token
 }
 
@@ -28,6 +29,41 @@ func RequestID(ctx context.Context) string {
 		return c.requestID
 	}
 	return ""
+}
+
+// TraceID is the W3C trace id (32 lowercase hex digits) of the call's
+// traceparent metadata, to join the controller's trace; "" when the call
+// carried none or a malformed one.
+func TraceID(ctx context.Context) string {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c.traceID
+	}
+	return ""
+}
+
+// parseTraceparent returns the trace id of a version-00 W3C traceparent
+// ("00-<32 hex>-<16 hex>-<2 hex>", neither id all zeros), or "".
+func parseTraceparent(v string) string {
+	parts := strings.Split(strings.TrimSpace(v), "-")
+	if len(parts) != 4 || parts[0] != "00" {
+		return ""
+	}
+	hex := func(s string, n int) bool {
+		if len(s) != n {
+			return false
+		}
+		for _, r := range s {
+			if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	zero := func(s string) bool { return strings.Trim(s, "0") == "" }
+	if !hex(parts[1], 32) || !hex(parts[2], 16) || !hex(parts[3], 2) || zero(parts[1]) || zero(parts[2]) {
+		return ""
+	}
+	return parts[1]
 }
 
 // FencingToken is the fencing token of the leader that sent the call, if
@@ -53,6 +89,9 @@ func callContext(ctx context.Context) (context.Context, error) {
 		c.requestID = ids[0]
 	} else {
 		c.requestID = fmt.Sprintf("sdk-%d-%d", os.Getpid(), nextID.Add(1))
+	}
+	if tps := md.Get(TraceparentMetadata); len(tps) == 1 {
+		c.traceID = parseTraceparent(tps[0])
 	}
 	if tokens := md.Get(FencingTokenMetadata); len(tokens) > 0 {
 		field := "metadata[" + FencingTokenMetadata + "]"
@@ -94,6 +133,7 @@ func UnaryInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 		e := FromError(err)
 		logger.LogAttrs(ctx, slog.LevelDebug, "call failed",
 			slog.String("method", info.FullMethod), slog.String("request_id", RequestID(ctx)),
+			slog.String("trace_id", TraceID(ctx)),
 			slog.String("code", e.Code.String()), slog.String("reason", ReasonName(e.Reason)),
 			slog.Duration("took", time.Since(start)), slog.String("error", e.Error()))
 		return nil, e

@@ -17,6 +17,9 @@ const (
 	ErrorDomain = "ccmrs.cloudprovider.v1"
 	// RequestIDMetadata is the gRPC metadata key of the controller's request id.
 	RequestIDMetadata = "x-ccm-request-id"
+	// TraceparentMetadata is the W3C Trace Context key: one trace id for
+	// every call of one reconcile, a new span id per call (TraceID).
+	TraceparentMetadata = "traceparent"
 	// FencingTokenMetadata is the gRPC metadata key of the leader's fencing
 	// token on mutations: "<term>:<holder>".
 	FencingTokenMetadata = "x-ccm-fencing-token"

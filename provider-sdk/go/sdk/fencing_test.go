@@ -53,3 +53,23 @@ func TestTheHighWaterMarkOnlyRises(t *testing.T) {
 		t.Error("newer term not taken")
 	}
 }
+
+func TestParseTraceparent(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c"},
+		{" 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00 ", "0af7651916cd43dd8448eb211c80319c"},
+		{"", ""},
+		{"01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", ""},
+		{"00-00000000000000000000000000000000-b7ad6b7169203331-01", ""},
+		{"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", ""},
+		{"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", ""},
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x", ""},
+		{"00-0af7651916cd43dd8448eb211c8031-b7ad6b7169203331-01", ""},
+	} {
+		if got := parseTraceparent(tc.in); got != tc.want {
+			t.Errorf("parseTraceparent(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

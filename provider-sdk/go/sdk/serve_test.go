@@ -36,6 +36,9 @@ func (testIdentity) Probe(ctx context.Context, _ *pb.ProbeRequest) (*pb.ProbeRes
 	if tok, ok := FencingToken(ctx); ok {
 		msg += " token=" + tok.String()
 	}
+	if trace := TraceID(ctx); trace != "" {
+		msg += " trace=" + trace
+	}
 	return &pb.ProbeResponse{State: pb.ProbeState_PROBE_STATE_READY, Message: msg}, nil
 }
 
@@ -156,6 +159,12 @@ func TestRequestIDAndFencingTokenReachTheHandler(t *testing.T) {
 	r, err = c.Probe(context.Background(), &pb.ProbeRequest{})
 	if err != nil || !strings.HasPrefix(r.Message, "id=sdk-") {
 		t.Errorf("Probe without request id = %v, %v", r, err)
+	}
+	ctx = metadata.AppendToOutgoingContext(context.Background(), RequestIDMetadata, "req-43",
+		TraceparentMetadata, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	r, err = c.Probe(ctx, &pb.ProbeRequest{})
+	if err != nil || r.Message != "id=req-43 trace=0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("Probe with a traceparent = %v, %v", r, err)
 	}
 }
 

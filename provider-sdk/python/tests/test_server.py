@@ -40,6 +40,7 @@ from ccmrs_provider import (
     Volumes,
     Zones,
     pb,
+    server,
 )
 
 
@@ -523,6 +524,12 @@ def test_context_carries_request_id_deadline_and_fencing_token(
     assert ctx.request_id == "req-1" and ctx.method == "InstanceExists"
     assert 15 < ctx.deadline - time.monotonic() <= 21  # grpc rounds the timeout up
     assert ctx.fencing_token is None
+    assert ctx.trace_id is None
+    inst.InstanceExists(
+        pb.InstanceExistsRequest(node=pb.NodeRef(name="n")),
+        metadata=[("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")],
+    )
+    assert cloud.calls[-1][1].trace_id == "0af7651916cd43dd8448eb211c80319c"
     inst.InstanceExists(pb.InstanceExistsRequest(node=pb.NodeRef(name="n")))
     assert cloud.calls[-1][1].request_id.startswith("sdk-") and cloud.calls[-1][1].deadline is None
 
@@ -691,3 +698,19 @@ def test_an_identity_the_suite_would_refuse_is_refused_at_start() -> None:
         ProviderServer(Bad())
     with pytest.raises(ValueError, match="other users"):
         ProviderServer(Cloud(), socket_mode=0o666)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+        None,
+    ],
+)
+def test_malformed_traceparents_start_no_trace(value: object) -> None:
+    assert server.trace_id_of(value) is None

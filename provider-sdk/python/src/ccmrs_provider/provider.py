@@ -47,6 +47,7 @@ class CallContext:
         request_id: str = "",
         deadline: float | None = None,
         fencing_token: FencingToken | None = None,
+        trace_id: str | None = None,
     ) -> None:
         #: The RPC's name, for example ``EnsureLoadBalancer``.
         self.method = method
@@ -58,6 +59,9 @@ class CallContext:
         #: Mutations from a controller running with leader election: who sent
         #: it, in which term. See :class:`~ccmrs_provider.Fence`.
         self.fencing_token = fencing_token
+        #: The caller's W3C trace id (32 lowercase hex digits) from a valid
+        #: ``traceparent``, to join its trace; None without one.
+        self.trace_id = trace_id
         #: A logger whose records carry ``request_id`` and ``method``.
         self.log = logging.LoggerAdapter(
             logging.getLogger("ccmrs_provider.call"),

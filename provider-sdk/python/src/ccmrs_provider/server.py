@@ -20,6 +20,7 @@ import inspect
 import itertools
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -76,6 +77,20 @@ CONTRACT_VERSION = "1.0.0"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The metadata key carrying the controller's request id.
 REQUEST_ID_METADATA = "x-ccm-request-id"
+TRACEPARENT_METADATA = "traceparent"
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+
+
+def trace_id_of(traceparent: object) -> str | None:
+    """The trace id of a version-00 W3C ``traceparent``; None for anything
+    else (neither id may be all zeros)."""
+    if not isinstance(traceparent, str):
+        return None
+    m = _TRACEPARENT.fullmatch(traceparent.strip())
+    if m is None or set(m.group(1)) == {"0"} or set(m.group(2)) == {"0"}:
+        return None
+    return m.group(1)
+
 
 _REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
@@ -123,7 +138,11 @@ class _Runtime:
             except ValueError as e:
                 raise ProviderError.invalid_request(field, str(e)) from None
         return CallContext(
-            method=method, request_id=request_id, deadline=deadline, fencing_token=token
+            method=method,
+            request_id=request_id,
+            deadline=deadline,
+            fencing_token=token,
+            trace_id=trace_id_of(metadata.get(TRACEPARENT_METADATA)),
         )
 
     async def call(
