@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds upstream-ccm (the upstream Go cloud-controller-manager from
 # k8s.io/cloud-provider with the in-memory "bench" cloud, tests/upstream-ccm)
-# for `make bench-compare`, caching the binary by a hash of everything that
+# for `make bench-compare` and for the e2e test
+# tests/e2e/tests/upstream_handoff.rs (which runs this script, so `make
+# test` builds it too), caching the binary by a hash of everything that
 # affects it, and links it into target/upstream-ccm/bin/.
 #
 # Modelled on hack/build-testenv.sh. Its dependency graph is a subset of
