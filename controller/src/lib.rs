@@ -5,6 +5,7 @@
 //! - [`runtime`]: clients, admin server, leader election, supervision.
 //! - [`controllers`]: one folder per controller, decisions beside I/O.
 //! - [`k8s`]: Kubernetes helpers the controllers share.
+//! - [`telemetry`]: optional OTLP export of the reconcile spans.
 
 #[cfg(test)]
 mod arb;
@@ -14,5 +15,6 @@ pub mod controllers;
 pub mod k8s;
 pub mod provider_info;
 pub mod runtime;
+pub mod telemetry;
 
 pub use runtime::{RunError, run};

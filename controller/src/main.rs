@@ -5,12 +5,26 @@ use cloud_controller_manager::config::{
 };
 
 /// Logs to stderr in `format`; RUST_LOG, when set, wins over `default_filter`
-/// (from `-v`).
-fn init_logging(format: LogFormat, default_filter: &str) {
+/// (from `-v`). With `--tracing-endpoint`, spans are also exported: the
+/// provider returned is to be shut down (flushed) at exit.
+fn init_logging(
+    format: LogFormat,
+    default_filter: &str,
+    tracing_endpoint: Option<&str>,
+    sampling_ratio: f64,
+) -> anyhow::Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
     use tracing_subscriber::{EnvFilter, fmt, prelude::*};
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let registry = tracing_subscriber::registry().with(filter);
+    let (otel, provider) = match tracing_endpoint.filter(|e| !e.is_empty()) {
+        Some(endpoint) => {
+            let (layer, provider) =
+                cloud_controller_manager::telemetry::otlp_layer(endpoint, sampling_ratio)?;
+            (Some(layer), Some(provider))
+        }
+        None => (None, None),
+    };
+    let registry = tracing_subscriber::registry().with(otel).with(filter);
     match format {
         LogFormat::Json => registry
             .with(
@@ -24,6 +38,7 @@ fn init_logging(format: LogFormat, default_filter: &str) {
             .with(fmt::layer().with_writer(std::io::stderr))
             .init(),
     }
+    Ok(provider)
 }
 
 async fn shutdown_signal() {
@@ -70,7 +85,19 @@ async fn main() -> anyhow::Result<()> {
         None => {}
     }
     let enabled = opts.validate()?;
-    init_logging(opts.log_format(), &opts.log_filter());
+    let exporter = init_logging(
+        opts.log_format(),
+        &opts.log_filter(),
+        opts.logging.tracing_endpoint.as_deref(),
+        opts.logging.tracing_sampling_ratio,
+    )?;
+    if let Some(endpoint) = &opts.logging.tracing_endpoint {
+        tracing::info!(
+            endpoint,
+            ratio = opts.logging.tracing_sampling_ratio,
+            "exporting reconcile spans over OTLP"
+        );
+    }
     if !opts.compat.cloud_provider.is_empty() {
         tracing::info!(
             cloud_provider = %opts.compat.cloud_provider,
@@ -81,6 +108,14 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let config = opts.kube_config().await?;
-    cloud_controller_manager::run(opts, enabled, config, shutdown_signal()).await?;
+    let result = cloud_controller_manager::run(opts, enabled, config, shutdown_signal()).await;
+    if let Some(exporter) = exporter {
+        // Sends what the batch still holds before the process goes.
+        let flushed = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
+        if let Ok(Err(e)) = flushed {
+            eprintln!("exporting the last spans: {e}");
+        }
+    }
+    result?;
     Ok(())
 }

@@ -331,6 +331,13 @@ pub struct AdminArgs {
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 }
 
+fn sampling_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{s:?} is not a ratio between 0 and 1")),
+    }
+}
+
 impl AdminArgs {
     /// Checks what one flag alone cannot.
     fn validate(&self) -> Result<(), ConfigError> {
@@ -364,6 +371,16 @@ pub struct LoggingArgs {
     /// Log format. [default: plain, or --logging-format]
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+
+    /// Export each reconcile's span over OTLP/gRPC to this collector
+    /// (`http://host:4317`); the provider calls carry it as their W3C
+    /// traceparent. Off when empty.
+    #[arg(long)]
+    pub tracing_endpoint: Option<String>,
+
+    /// The share of reconciles whose traces are exported, 0 to 1.
+    #[arg(long, default_value_t = 1.0, value_parser = sampling_ratio)]
+    pub tracing_sampling_ratio: f64,
 }
 
 /// Test builds only (feature `fault-injection`): faults the supervision

@@ -50,10 +50,21 @@ pub fn routes(cluster: &str) -> String {
 /// Runs `work` with its provider calls carrying `id` and one W3C trace id
 /// (`traceparent`), and its log lines inside a
 /// `reconcile{request_id=… trace_id=…}` span.
+///
+/// With `--tracing-endpoint` the span is exported and its calls are its
+/// children (their `traceparent` names it); otherwise each reconcile starts
+/// a trace of its own.
 pub async fn scoped<F: Future>(id: String, work: F) -> F::Output {
-    let scope = ccm_provider_sdk::RequestScope::new(&id);
-    let span =
-        tracing::info_span!("reconcile", request_id = scope.id(), trace_id = %scope.trace_id());
+    let mut scope = ccm_provider_sdk::RequestScope::new(&id);
+    let span = tracing::info_span!(
+        "reconcile",
+        request_id = scope.id(),
+        trace_id = tracing::field::Empty
+    );
+    if let Some((trace, parent)) = crate::telemetry::exported_ids(&span) {
+        scope = scope.within(trace, parent);
+    }
+    span.record("trace_id", scope.trace_id());
     scope.run(work).instrument(span).await
 }
 

@@ -26,6 +26,32 @@ impl TraceId {
     pub fn random() -> Self {
         TraceId(u128::from_be_bytes(random_bytes::<16>()).max(1))
     }
+
+    /// `None` for zero, which W3C reserves for "no trace".
+    pub fn new(id: u128) -> Option<Self> {
+        (id != 0).then_some(TraceId(id))
+    }
+}
+
+/// An 8-byte span id; never zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpanId(u64);
+
+impl SpanId {
+    pub fn random() -> Self {
+        SpanId(u64::from_be_bytes(random_bytes::<8>()).max(1))
+    }
+
+    /// `None` for zero, which W3C reserves.
+    pub fn new(id: u64) -> Option<Self> {
+        (id != 0).then_some(SpanId(id))
+    }
+}
+
+impl fmt::Display for SpanId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
 }
 
 impl fmt::Display for TraceId {
@@ -34,10 +60,11 @@ impl fmt::Display for TraceId {
     }
 }
 
-/// `00-<trace id>-<new span id>-01`: version 00, sampled.
-pub fn traceparent(trace: TraceId) -> String {
-    let span = u64::from_be_bytes(random_bytes::<8>()).max(1);
-    format!("00-{trace}-{span:016x}-01")
+/// `00-<trace id>-<span id>-01`: version 00, sampled; the span is
+/// `parent` when the caller has one, else a new one.
+pub fn traceparent(trace: TraceId, parent: Option<SpanId>) -> String {
+    let span = parent.unwrap_or_else(SpanId::random);
+    format!("00-{trace}-{span}-01")
 }
 
 /// The trace id of a valid version-00 `traceparent`; `None` for anything
@@ -71,10 +98,14 @@ mod tests {
     #[test]
     fn a_traceparent_round_trips_and_bad_ones_are_ignored() {
         let t = TraceId::random();
-        let header = traceparent(t);
+        let header = traceparent(t, None);
         assert_eq!(header.len(), 55, "{header}");
         assert_eq!(parse_traceparent(&header), Some(t));
-        assert_ne!(traceparent(t), header, "a new span id per call");
+        assert_ne!(traceparent(t, None), header, "a new span id per call");
+        let parent = SpanId::new(0xb7ad6b7169203331).unwrap();
+        assert!(traceparent(t, Some(parent)).ends_with("-b7ad6b7169203331-01"));
+        assert_eq!(SpanId::new(0), None);
+        assert_eq!(TraceId::new(0), None);
         for bad in [
             "",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",

@@ -453,6 +453,9 @@ pub struct CallRecord {
     pub method: Method,
     /// The controller's `x-ccm-request-id`.
     pub request_id: String,
+    /// The W3C trace id of the call's `traceparent`, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// When the call arrived, milliseconds since the Unix epoch.
     pub started_unix_ms: u64,
     pub duration_ms: u64,
@@ -480,6 +483,7 @@ impl CallLog {
         &mut self,
         method: Method,
         request_id: String,
+        trace_id: Option<String>,
         started: SystemTime,
         duration: Duration,
         outcome: CallOutcome,
@@ -488,6 +492,7 @@ impl CallLog {
             seq: self.next_seq,
             method,
             request_id,
+            trace_id,
             started_unix_ms: started
                 .duration_since(UNIX_EPOCH)
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -615,6 +620,7 @@ mod tests {
             log.push(
                 Method::Probe,
                 "r".into(),
+                None,
                 SystemTime::now(),
                 Duration::ZERO,
                 CallOutcome::Ok,

@@ -117,6 +117,7 @@ struct CallGuard<'a> {
     fake: &'a FakeCloud,
     method: Method,
     request_id: String,
+    trace_id: Option<String>,
     started: SystemTime,
     clock: Instant,
     outcome: Option<CallOutcome>,
@@ -128,6 +129,7 @@ impl Drop for CallGuard<'_> {
         lock(&self.fake.shared.calls).push(
             self.method,
             std::mem::take(&mut self.request_id),
+            self.trace_id.take(),
             self.started,
             self.clock.elapsed(),
             outcome,
@@ -387,6 +389,7 @@ impl FakeCloud {
             fake: self,
             method,
             request_id: ctx.request_id.clone(),
+            trace_id: ctx.trace_id.clone(),
             started: SystemTime::now(),
             clock: Instant::now(),
             outcome: None,

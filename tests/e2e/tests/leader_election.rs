@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +17,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kube::config::Kubeconfig;
 use kube::{Api, Client};
 
 use common::{DEADLINE, UNINITIALIZED, eventually, eventually_within, wait_until};
@@ -154,24 +152,10 @@ impl Cluster {
             .unwrap();
         // A kubeconfig for the processes: the admin's cluster, the
         // ServiceAccount's token.
-        let token = env
-            .service_account_config(&ns, sa)
-            .await
-            .unwrap()
-            .auth_info
-            .token;
-        let mut kc = Kubeconfig::read_from(env.kubeconfig()).unwrap();
-        for a in &mut kc.auth_infos {
-            a.auth_info = Some(kube::config::AuthInfo {
-                token: token.clone(),
-                ..Default::default()
-            });
-        }
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("ccm.kubeconfig");
-        std::fs::File::create(&kubeconfig)
-            .unwrap()
-            .write_all(serde_yaml::to_string(&kc).unwrap().as_bytes())
+        env.write_service_account_kubeconfig(&ns, sa, &kubeconfig)
+            .await
             .unwrap();
         let endpoint = format!("unix://{}/provider.sock", dir.path().display());
         let fake = FakeCloud::new(FakeConfig::default()).unwrap();

@@ -49,7 +49,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +63,6 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
-use kube::config::Kubeconfig;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Client};
@@ -519,23 +517,9 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    let token = env
-        .service_account_config(&ns, sa)
-        .await
-        .unwrap()
-        .auth_info
-        .token;
-    let mut kc = Kubeconfig::read_from(env.kubeconfig()).unwrap();
-    for a in &mut kc.auth_infos {
-        a.auth_info = Some(kube::config::AuthInfo {
-            token: token.clone(),
-            ..Default::default()
-        });
-    }
     let ours_kubeconfig = dir.path().join("ours.kubeconfig");
-    std::fs::File::create(&ours_kubeconfig)
-        .unwrap()
-        .write_all(serde_yaml::to_string(&kc).unwrap().as_bytes())
+    env.write_service_account_kubeconfig(&ns, sa, &ours_kubeconfig)
+        .await
         .unwrap();
 
     // The Nodes, named now so our fake knows their instances: each answer

@@ -157,6 +157,27 @@ impl TestEnv {
         Ok(config)
     }
 
+    /// Writes to `path` a kubeconfig for a separate process: this
+    /// apiserver, as the ServiceAccount `ns/name` (a fresh token).
+    pub async fn write_service_account_kubeconfig(
+        &self,
+        ns: &str,
+        name: &str,
+        path: &Path,
+    ) -> anyhow::Result<()> {
+        let token = self.service_account_token(ns, name).await?;
+        let mut kc = Kubeconfig::read_from(&self.kubeconfig)?;
+        for a in &mut kc.auth_infos {
+            a.auth_info = Some(AuthInfo {
+                token: Some(token.clone().into()),
+                ..Default::default()
+            });
+        }
+        std::fs::write(path, serde_json::to_vec(&kc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
     /// A fresh token (TokenRequest, one hour) of the ServiceAccount
     /// `ns/name`, created if missing.
     pub async fn service_account_token(&self, ns: &str, name: &str) -> anyhow::Result<String> {

@@ -15,7 +15,7 @@ use super::rpcs::{ServiceClient, Unary};
 use super::{ClientError, MutationGate, ProviderClient};
 use crate::error::{ProviderError, reason_str};
 use crate::proto::{self, Capability};
-use crate::trace_context::{TRACEPARENT_METADATA, TraceId, traceparent};
+use crate::trace_context::{SpanId, TRACEPARENT_METADATA, TraceId, traceparent};
 use crate::validate::Checked;
 
 tokio::task_local! {
@@ -28,6 +28,9 @@ tokio::task_local! {
 pub struct RequestScope {
     id: std::sync::Arc<str>,
     trace: TraceId,
+    /// The caller's span the calls are children of; a new span id per call
+    /// when there is none.
+    parent: Option<SpanId>,
 }
 
 impl RequestScope {
@@ -36,7 +39,17 @@ impl RequestScope {
         RequestScope {
             id: bounded_id(id).into(),
             trace: TraceId::random(),
+            parent: None,
         }
+    }
+
+    /// The calls join the caller's trace as children of its span (an
+    /// exported span, such as OpenTelemetry's for the reconcile), instead
+    /// of starting a trace of their own.
+    pub fn within(mut self, trace: TraceId, parent: SpanId) -> Self {
+        self.trace = trace;
+        self.parent = Some(parent);
+        self
     }
 
     /// The trace id, as the calls' `traceparent` carries it.
@@ -280,10 +293,10 @@ impl ProviderClient {
             request.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
         }
         // One trace per scope (reconcile), or per call outside one.
-        let trace = SCOPED
-            .try_with(|scope| scope.trace)
-            .unwrap_or_else(|_| TraceId::random());
-        if let Ok(v) = traceparent(trace).parse() {
+        let (trace, parent) = SCOPED
+            .try_with(|scope| (scope.trace, scope.parent))
+            .unwrap_or_else(|_| (TraceId::random(), None));
+        if let Ok(v) = traceparent(trace, parent).parse() {
             request.metadata_mut().insert(TRACEPARENT_METADATA, v);
         }
         request
