@@ -51,8 +51,8 @@ pub use faults::{
 };
 pub use state::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_IMPLEMENTED_ELSEWHERE, ANNOTATION_INTERNAL,
-    ANNOTATION_PREFIX, Address, AddressType, FakeConfig, Instance, InstanceSpec, LbPort,
-    LeaderRecord, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord, StateDump, VOLUME_DRIVERS,
+    ANNOTATION_PREFIX, Address, AddressType, FakeConfig, Instance, InstanceSpec, KNOWN_ANNOTATIONS,
+    LbPort, LeaderRecord, LoadBalancer, PROVIDER_ID_SCHEME, RouteRecord, StateDump, VOLUME_DRIVERS,
 };
 
 use faults::{CallLog, Faults, Plan};

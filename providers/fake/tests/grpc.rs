@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_PREFIX, CallOutcome, ErrorInjection, ErrorKind,
-    FakeConfig, InstanceSpec, Method,
+    FakeConfig, InstanceSpec, KNOWN_ANNOTATIONS, Method,
 };
 use ccm_provider_sdk::proto::{Capability, ErrorReason, NodeAddressType, NodeRef, Route};
 use ccm_provider_sdk::{ClientOptions, Existence, LbOutcome, Outcome, Readiness, ShutdownState};
@@ -34,7 +34,14 @@ async fn handshake_advertises_every_service() {
     }
     assert!(!h.has(Capability::RoutesTargetNodeAddresses));
     assert_eq!(h.annotations.prefixes, [ANNOTATION_PREFIX]);
-    assert_eq!(h.annotations.known_keys.len(), 2);
+    assert_eq!(h.annotations.known_keys, KNOWN_ANNOTATIONS);
+    // Every key it reads is described for the annotation reference.
+    for key in KNOWN_ANNOTATIONS {
+        assert!(
+            h.annotations.descriptions.iter().any(|d| d.key == key),
+            "{key} undescribed"
+        );
+    }
     assert_eq!(r.client.list_clusters().await.unwrap(), ["a", "b"]);
     assert_eq!(r.client.master("a").await.unwrap(), "127.0.0.1");
     let unknown = r.client.master("c").await.unwrap_err();
