@@ -15,7 +15,6 @@ use ccm_fake_provider::{CallOutcome, FakeCloud, FakeConfig, Method};
 use ccm_testsupport::{TestEnv, built_binary, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
@@ -26,10 +25,6 @@ const RETRY: Duration = Duration::from_millis(500);
 
 fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 struct Replica {
@@ -102,61 +97,11 @@ impl Cluster {
         let env = TestEnv::get();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "le").await.unwrap();
-        let sa = "cloud-controller-manager";
-        let role: ClusterRole = serde_yaml::from_str(
-            &std::fs::read_to_string(repo().join("deploy/base/clusterrole.yaml")).unwrap(),
-        )
-        .unwrap();
-        env.grant_cluster_role(&admin, &ns, sa, role.rules.unwrap())
-            .await
-            .unwrap();
-        // The leader-election Role exactly as shipped, bound in kube-system.
-        let mut le: Role = serde_yaml::from_str(
-            &std::fs::read_to_string(repo().join("deploy/base/role-leader-election.yaml")).unwrap(),
-        )
-        .unwrap();
-        let role_name = unique_name("le");
-        le.metadata.name = Some(role_name.clone());
-        // The same rules, for this test's Lease name.
-        for rule in le.rules.iter_mut().flatten() {
-            for name in rule.resource_names.iter_mut().flatten() {
-                if name == LEASE {
-                    *name = lease.to_owned();
-                }
-            }
-        }
-        Api::<Role>::namespaced(admin.clone(), "kube-system")
-            .create(&PostParams::default(), &le)
-            .await
-            .unwrap();
-        let binding = RoleBinding {
-            metadata: ObjectMeta {
-                name: Some(role_name.clone()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "Role".into(),
-                name: role_name,
-            },
-            subjects: Some(vec![Subject {
-                kind: "ServiceAccount".into(),
-                name: sa.into(),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            }]),
-        };
-        Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
-        // A kubeconfig for the processes: the admin's cluster, the
-        // ServiceAccount's token.
+        // The shipped ClusterRole and leader-election Role (for this
+        // test's Lease), and a kubeconfig for the processes.
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("ccm.kubeconfig");
-        env.write_service_account_kubeconfig(&ns, sa, &kubeconfig)
-            .await
-            .unwrap();
+        common::process_identity(&admin, &ns, Some(lease), &kubeconfig).await;
         let endpoint = format!("unix://{}/provider.sock", dir.path().display());
         let fake = FakeCloud::new(FakeConfig::default()).unwrap();
         tokio::spawn(fake.clone().serve(endpoint.clone(), std::future::pending()));

@@ -11,7 +11,6 @@ use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
 use ccm_testsupport::{TestEnv, built_binary, unique_name};
 use common::{UNINITIALIZED, eventually, free_port, has_taint};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Api;
 use kube::api::PostParams;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -102,23 +101,9 @@ async fn reconcile_spans_reach_the_collector_and_the_provider_joins_their_trace(
     let env = TestEnv::get();
     let admin = env.admin_client().await.unwrap();
     let ns = env.namespace(&admin, "otlp").await.unwrap();
-    let sa = "cloud-controller-manager";
-    let role: ClusterRole = serde_yaml::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/base/clusterrole.yaml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    env.grant_cluster_role(&admin, &ns, sa, role.rules.unwrap())
-        .await
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("ccm.kubeconfig");
-    env.write_service_account_kubeconfig(&ns, sa, &kubeconfig)
-        .await
-        .unwrap();
+    common::process_identity(&admin, &ns, None, &kubeconfig).await;
 
     // The collector, on loopback.
     let collector = Collector::default();

@@ -60,7 +60,6 @@ use ccm_testsupport::{TestEnv, built_binary, free_port, spawn_tied, unique_name}
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -468,59 +467,8 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
 
     // Ours: a ServiceAccount with the shipped ClusterRole and the shipped
     // leader-election Role, its Lease name changed to this test's.
-    let sa = "cloud-controller-manager";
-    let role: ClusterRole = serde_yaml::from_str(
-        &std::fs::read_to_string(repo().join("deploy/base/clusterrole.yaml")).unwrap(),
-    )
-    .unwrap();
-    env.grant_cluster_role(&admin, &ns, sa, role.rules.unwrap())
-        .await
-        .unwrap();
-    let mut le: Role = serde_yaml::from_str(
-        &std::fs::read_to_string(repo().join("deploy/base/role-leader-election.yaml")).unwrap(),
-    )
-    .unwrap();
-    let role_name = unique_name("handoff-le");
-    le.metadata.name = Some(role_name.clone());
-    for name in le
-        .rules
-        .iter_mut()
-        .flatten()
-        .flat_map(|r| r.resource_names.iter_mut().flatten())
-    {
-        if name == "cloud-controller-manager" {
-            *name = lease.clone();
-        }
-    }
-    Api::<Role>::namespaced(admin.clone(), NAMESPACE)
-        .create(&PostParams::default(), &le)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some(role_name.clone()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: role_name,
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(ns.clone()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
     let ours_kubeconfig = dir.path().join("ours.kubeconfig");
-    env.write_service_account_kubeconfig(&ns, sa, &ours_kubeconfig)
-        .await
-        .unwrap();
+    common::process_identity(&admin, &ns, Some(&lease), &ours_kubeconfig).await;
 
     // The Nodes, named now so our fake knows their instances: each answer
     // differs from the bench cloud's.

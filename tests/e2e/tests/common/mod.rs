@@ -425,3 +425,68 @@ impl Provider {
         .await;
     }
 }
+
+/// A controller identity for a separate process: the ServiceAccount
+/// `ns/cloud-controller-manager` bound to the shipped ClusterRole and, with
+/// `lease`, to the shipped leader-election Role in kube-system (its Lease
+/// name changed to `lease`); a kubeconfig as that identity written to
+/// `kubeconfig`.
+pub async fn process_identity(admin: &Client, ns: &str, lease: Option<&str>, kubeconfig: &Path) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
+    let env = TestEnv::get();
+    let sa = "cloud-controller-manager";
+    let shipped = |file: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../../deploy/base/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let role: ClusterRole = serde_yaml::from_str(&shipped("clusterrole.yaml")).unwrap();
+    env.grant_cluster_role(admin, ns, sa, role.rules.unwrap())
+        .await
+        .unwrap();
+    if let Some(lease) = lease {
+        let mut le: Role = serde_yaml::from_str(&shipped("role-leader-election.yaml")).unwrap();
+        let role_name = ccm_testsupport::unique_name("le");
+        le.metadata.name = Some(role_name.clone());
+        for name in le
+            .rules
+            .iter_mut()
+            .flatten()
+            .flat_map(|r| r.resource_names.iter_mut().flatten())
+        {
+            if name == "cloud-controller-manager" {
+                *name = lease.to_owned();
+            }
+        }
+        Api::<Role>::namespaced(admin.clone(), "kube-system")
+            .create(&PostParams::default(), &le)
+            .await
+            .unwrap();
+        let binding = RoleBinding {
+            metadata: kube::api::ObjectMeta {
+                name: Some(role_name.clone()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "Role".into(),
+                name: role_name,
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa.into(),
+                namespace: Some(ns.to_owned()),
+                ..Default::default()
+            }]),
+        };
+        Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+    }
+    env.write_service_account_kubeconfig(ns, sa, kubeconfig)
+        .await
+        .unwrap();
+}
