@@ -297,6 +297,13 @@ where
     }
 }
 
+/// Both checks, in order: one layer, one boxed future per request.
+impl<A: RequestCheck, B: RequestCheck> RequestCheck for (A, B) {
+    fn check(&self, req: KubeRequest) -> Result<KubeRequest, BoxError> {
+        self.1.check(self.0.check(req)?)
+    }
+}
+
 /// The error a fenced write gets.
 #[derive(Debug, thiserror::Error)]
 #[error("{method} {path} not sent: this process may not make changes (not the leader)")]
@@ -328,9 +335,7 @@ pub fn client(
     fence: Fence,
     dry_run: Option<super::dry_run::DryRun>,
 ) -> Result<kube::Client, kube::Error> {
-    let builder = ClientBuilder::try_from(config)?
-        .with_layer(&CheckLayer(dry_run))
-        .with_layer(&CheckLayer(fence));
+    let builder = ClientBuilder::try_from(config)?.with_layer(&CheckLayer((fence, dry_run)));
     if throttle.current() == Throttle::Off && !throttle.follows_server() {
         return Ok(builder.build());
     }

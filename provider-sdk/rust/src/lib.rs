@@ -116,9 +116,7 @@ pub mod validate;
 pub use ccm_proto::v1 as proto;
 
 #[cfg(feature = "client")]
-pub use client::{
-    ClientError, ClientOptions, Handshake, ProviderClient, RequestScope, request_scope,
-};
+pub use client::{ClientError, ClientOptions, Handshake, ProviderClient, RequestScope};
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;

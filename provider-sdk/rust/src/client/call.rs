@@ -71,15 +71,6 @@ impl RequestScope {
 /// The longest request id sent: the contract's limit.
 pub const MAX_REQUEST_ID_BYTES: usize = 128;
 
-/// Runs `work` with every provider call it makes (on any client without an
-/// id of its own) carrying `id` as its `x-ccm-request-id`: one id for all
-/// the calls of one reconcile, named after its object, so the provider's
-/// log lines can be traced back to it. An id longer than
-/// [`MAX_REQUEST_ID_BYTES`] keeps its first and last bytes around `~`.
-pub async fn request_scope<F: Future>(id: &str, work: F) -> F::Output {
-    RequestScope::new(id).run(work).await
-}
-
 /// `id` cut to the contract's limit, keeping its head (the kind and
 /// namespace) and its tail (the uid) readable; printable ASCII only, so it
 /// is always a valid metadata value.
@@ -261,7 +252,7 @@ impl ProviderClient {
 
     /// The id for the next request: the one given to
     /// [`with_request_id`](ProviderClient::with_request_id), else the one of
-    /// the enclosing [`request_scope`], else a fresh one. The provider logs
+    /// the enclosing [`RequestScope`], else a fresh one. The provider logs
     /// it too, so both sides of a call can be matched.
     fn next_request_id(&self) -> String {
         if let Some(id) = &self.request_id {
@@ -527,10 +518,9 @@ mod tests {
         assert_eq!(request_id_sent(&given).await, "reconcile-7");
         assert_eq!(request_id_sent(&given).await, "reconcile-7");
         // A scope names every call made within it, on any client.
-        let scoped = request_scope("service/default/web#1a2b3c4d", async {
-            (request_id_sent(&c).await, request_id_sent(&c.clone()).await)
-        })
-        .await;
+        let scoped = RequestScope::new("service/default/web#1a2b3c4d")
+            .run(async { (request_id_sent(&c).await, request_id_sent(&c.clone()).await) })
+            .await;
         assert_eq!(
             scoped,
             (
@@ -539,7 +529,9 @@ mod tests {
             )
         );
         // A client's own id wins over the scope's.
-        let own = request_scope("node/a", request_id_sent(&given)).await;
+        let own = RequestScope::new("node/a")
+            .run(request_id_sent(&given))
+            .await;
         assert_eq!(own, "reconcile-7");
         assert_ne!(request_id_sent(&c).await, "node/a", "only inside the scope");
     }

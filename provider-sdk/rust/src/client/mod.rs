@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::transport::Channel;
 
-pub use call::{MAX_REQUEST_ID_BYTES, RequestScope, code_name, request_scope};
+pub use call::{MAX_REQUEST_ID_BYTES, RequestScope, code_name};
 pub use error::ClientError;
 pub use identity::Handshake;
 pub use options::{CallObserver, ClientOptions, MutationGate};
