@@ -76,7 +76,7 @@ async fn a_shadow_decides_everything_and_writes_nothing() {
         .await
         .unwrap();
 
-    let metrics = eventually("every kind of write counted", || async {
+    eventually("every kind of write counted", || async {
         let body = admin_get(port, "/metrics").await?;
         let all = [
             ("kubernetes", "PATCH nodes/status"),
@@ -87,7 +87,7 @@ async fn a_shadow_decides_everything_and_writes_nothing() {
             ("provider", "EnsureLoadBalancer"),
         ];
         match all.iter().find(|(t, o)| !counted(&body, t, o)) {
-            None => Ok(body),
+            None => Ok(()),
             Some(missing) => Err(format!(
                 "{missing:?} not counted yet in {:?}",
                 body.lines()
@@ -97,7 +97,6 @@ async fn a_shadow_decides_everything_and_writes_nothing() {
         }
     })
     .await;
-    assert!(!metrics.is_empty());
 
     // It read what it needed...
     assert!(!h.fake.calls_of(Method::InstanceMetadata).is_empty());

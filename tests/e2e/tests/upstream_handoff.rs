@@ -87,6 +87,23 @@ const OURS_POD: &str = "ours-handoff";
 /// Labels the test's Nodes, for the Node watch.
 const RUN_LABEL: &str = "ccm-rs.test/upstream-handoff";
 
+/// The Lease both sides elect on, with the same timings.
+fn lease_flags(lease: &str) -> [String; 5] {
+    [
+        format!("--leader-elect-resource-name={lease}"),
+        format!("--leader-elect-resource-namespace={NAMESPACE}"),
+        format!(
+            "--leader-elect-lease-duration={}ms",
+            LEASE_DURATION.as_millis()
+        ),
+        format!(
+            "--leader-elect-renew-deadline={}ms",
+            RENEW_DEADLINE.as_millis()
+        ),
+        format!("--leader-elect-retry-period={}ms", RETRY.as_millis()),
+    ]
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -579,25 +596,15 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
             .unwrap_or_default()
     };
 
-    let upstream_args: Vec<String> = vec![
+    let mut upstream_args: Vec<String> = vec![
         "--cloud-provider=bench".into(),
         format!("--kubeconfig={}", env.kubeconfig().display()),
         "--leader-elect=true".into(),
-        format!("--leader-elect-resource-name={lease}"),
-        format!("--leader-elect-resource-namespace={NAMESPACE}"),
-        format!(
-            "--leader-elect-lease-duration={}ms",
-            LEASE_DURATION.as_millis()
-        ),
-        format!(
-            "--leader-elect-renew-deadline={}ms",
-            RENEW_DEADLINE.as_millis()
-        ),
-        format!("--leader-elect-retry-period={}ms", RETRY.as_millis()),
         "--controllers=cloud-node".into(),
         "--configure-cloud-routes=false".into(),
         "--secure-port=0".into(),
     ];
+    upstream_args.extend(lease_flags(&lease));
 
     // 1. Upstream holds the Lease.
     let mut upstream = Proc::spawn(
@@ -614,26 +621,16 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
 
     // 2. Ours starts on the same Lease and stands by.
     let admin_port = free_port();
-    let ours_args: Vec<String> = vec![
+    let mut ours_args: Vec<String> = vec![
         format!("--kubeconfig={}", ours_kubeconfig.display()),
         format!("--provider-endpoint={endpoint}"),
         "--controllers=cloud-node".into(),
         "--leader-elect=true".into(),
-        format!("--leader-elect-resource-name={lease}"),
-        format!("--leader-elect-resource-namespace={NAMESPACE}"),
-        format!(
-            "--leader-elect-lease-duration={}ms",
-            LEASE_DURATION.as_millis()
-        ),
-        format!(
-            "--leader-elect-renew-deadline={}ms",
-            RENEW_DEADLINE.as_millis()
-        ),
-        format!("--leader-elect-retry-period={}ms", RETRY.as_millis()),
         "--secure-port=0".into(),
         "--bind-address=127.0.0.1".into(),
         format!("--admin-port={admin_port}"),
     ];
+    ours_args.extend(lease_flags(&lease));
     let mut ours = Proc::spawn(
         "ours",
         &ours_bin,
