@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 	"k8s.io/component-base/cli"
 
 	_ "k8s.io/component-base/logs/json/register"
@@ -120,6 +121,12 @@ func run() error {
 
 	dir, created, err := prepareDataDir(opts.dataDir)
 	if err != nil {
+		return err
+	}
+	if err := checkFreeSpace(dir); err != nil {
+		if created {
+			_ = os.RemoveAll(dir)
+		}
 		return err
 	}
 	lock, err := lockDataDir(dir)
@@ -358,7 +365,40 @@ func startEtcdOnFreePorts(dir, logLevel string) (*embed.Etcd, int, error) {
 	}
 }
 
-func startEtcd(dir string, clientPort, peerPort int, logLevel string) (*embed.Etcd, error) {
+// walSegmentBytes is the size etcd preallocates for each write-ahead log
+// segment: 8 MiB instead of etcd's 64 MB, since a test cluster writes little
+// and several run at once (each test binary starts its own).
+const walSegmentBytes = 8 << 20
+
+// minFreeBytes is what a start needs on the data directory's filesystem: a
+// WAL segment, the bbolt file's first growth, certificates and logs, with
+// room to spare.
+const minFreeBytes = 64 << 20
+
+// checkFreeSpace fails with one clear line where etcd would otherwise panic
+// ("failed to create WAL") with the cause buried above a stack trace.
+func checkFreeSpace(dir string) error {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	free := fs.Bavail * uint64(fs.Bsize)
+	if free < minFreeBytes {
+		return fmt.Errorf("data directory %s has %d MiB free; ccm-testenv needs at least %d MiB (etcd preallocates its write-ahead log)", dir, free>>20, minFreeBytes>>20)
+	}
+	return nil
+}
+
+func startEtcd(dir string, clientPort, peerPort int, logLevel string) (e *embed.Etcd, err error) {
+	// etcd reports some failures (a WAL it cannot create or open) by
+	// panicking through its logger; the record with the cause is on stderr
+	// above, so the error points there instead of a stack trace.
+	defer func() {
+		if r := recover(); r != nil {
+			e, err = nil, fmt.Errorf("embedded etcd in %s failed: %v (its log record above has the cause)", filepath.Join(dir, "etcd"), r)
+		}
+	}()
+	wal.SegmentSizeBytes = walSegmentBytes
 	cfg := embed.NewConfig()
 	cfg.Name = "ccm-testenv"
 	cfg.Dir = filepath.Join(dir, "etcd")
@@ -371,7 +411,7 @@ func startEtcd(dir string, clientPort, peerPort int, logLevel string) (*embed.Et
 	cfg.WatchProgressNotifyInterval = 5 * time.Second
 	cfg.LogLevel = logLevel
 	cfg.LogOutputs = []string{"stderr"}
-	e, err := embed.StartEtcd(cfg)
+	e, err = embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting embedded etcd: %w", err)
 	}

@@ -345,6 +345,33 @@ fn unwritable_data_dir_is_one_clear_error() {
 }
 
 #[test]
+fn a_full_filesystem_is_one_clear_error() {
+    // A 4 MiB tmpfs in a user and mount namespace of the test's own (no root
+    // needed): far less than etcd's write-ahead log must preallocate. Before,
+    // etcd panicked ("failed to create WAL", exit 2) with a stack trace and
+    // the cause buried above it; CI lost a run to exactly that.
+    let mount = temp_path("testenv-full");
+    std::fs::create_dir(&mount).unwrap();
+    let dir = mount.join("data");
+    let script = format!(
+        "mount -t tmpfs -o size=4m tmpfs {m} && exec {bin} --data-dir {d}",
+        m = mount.display(),
+        bin = testenv_binary().unwrap().display(),
+        d = dir.display()
+    );
+    let out = run(Path::new("unshare"), &["-rm", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = error_line(&out);
+    assert!(
+        err.contains(&format!("{} has", dir.display())) && err.contains("MiB free"),
+        "{err}"
+    );
+    // The mount went with the namespace: nothing was written outside it.
+    assert_eq!(std::fs::read_dir(&mount).unwrap().count(), 0);
+    std::fs::remove_dir(&mount).unwrap();
+}
+
+#[test]
 fn unknown_flag_is_rejected() {
     let out = run(&testenv_binary().unwrap(), &["--no-such-flag"]);
     assert_ne!(out.status.code(), Some(0));

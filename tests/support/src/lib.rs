@@ -353,11 +353,7 @@ pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyL
             .and_then(|s| s.parse().ok())
             .unwrap_or(180),
     );
-    let tail = |p: &Path| {
-        let s = std::fs::read_to_string(p).unwrap_or_default();
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    };
+    let tail = |p: &Path| failure_summary(&std::fs::read_to_string(p).unwrap_or_default());
     match rx.recv_timeout(deadline) {
         Ok(Some(Ok(line))) => {
             let ready: ReadyLine = serde_json::from_str(&line)
@@ -381,6 +377,32 @@ pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyL
                 tail(&log_path)
             )
         }
+    }
+}
+
+/// What a failed ccm-testenv start printed, cause first: a Go panic's stack
+/// fills the last lines, so the lines that say why (our own error line, the
+/// `panic:` line, etcd's panic- and fatal-level records with their `error`
+/// field) are picked out of the whole log, then the last 15 lines follow.
+fn failure_summary(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let causes: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| {
+            l.starts_with("ccm-testenv: error: ")
+                || l.starts_with("panic: ")
+                || l.starts_with("fatal error: ")
+                || l.contains(r#""level":"panic""#)
+                || l.contains(r#""level":"fatal""#)
+        })
+        .take(5)
+        .collect();
+    let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+    if causes.is_empty() {
+        tail
+    } else {
+        format!("cause:\n{}\nlast lines:\n{tail}", causes.join("\n"))
     }
 }
 
@@ -561,5 +583,31 @@ unsafe fn stop_control_plane_at_exit() {
     let child = CHILD.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(mut child) = child {
         let _ = terminate(&mut child, Duration::from_secs(30));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_summary;
+
+    #[test]
+    fn a_failed_start_leads_with_its_cause_not_the_stack() {
+        let mut log = String::from(
+            "{\"level\":\"panic\",\"msg\":\"failed to create WAL\",\"error\":\"no space left on device\"}\npanic: failed to create WAL\n",
+        );
+        for i in 0..40 {
+            log.push_str(&format!("\tframe {i}\n"));
+        }
+        let s = failure_summary(&log);
+        assert!(s.starts_with("cause:\n{\"level\":\"panic\""), "{s}");
+        assert!(
+            s.contains("no space left on device\"}\npanic: failed to create WAL\nlast lines:"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("\tframe 39") && !s.contains("frame 24\n"),
+            "{s}"
+        );
+        assert_eq!(failure_summary("a\nb"), "a\nb", "no cause: the tail alone");
     }
 }
