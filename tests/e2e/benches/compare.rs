@@ -59,6 +59,10 @@ fn env_list(name: &str, default: &str) -> Vec<String> {
 enum Implementation {
     Ours,
     Upstream,
+    /// The floor for node initialisation (unthrottled only): client-go
+    /// with protobuf making the same two writes per Node, no cloud
+    /// (`upstream-ccm node-init-floor`, tests/upstream-ccm/floor.go).
+    Floor,
 }
 
 impl Implementation {
@@ -66,6 +70,7 @@ impl Implementation {
         match self {
             Implementation::Ours => "ours",
             Implementation::Upstream => "upstream",
+            Implementation::Floor => "minimal-client",
         }
     }
 }
@@ -108,6 +113,7 @@ impl Profile {
                 "--concurrent-node-syncs=8",
                 "--concurrent-service-syncs=10",
             ],
+            (Profile::Unthrottled, Implementation::Floor) => vec!["--workers=8"],
         }
     }
 }
@@ -189,6 +195,22 @@ async fn start(
     let logs = repo().join("target/bench-compare");
     std::fs::create_dir_all(&logs).unwrap();
     let mut children = Vec::new();
+    if imp == Implementation::Floor {
+        let mut args = vec![
+            "node-init-floor".to_owned(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+        ];
+        args.extend(profile.flags(imp).iter().map(|s| s.to_string()));
+        children.push(spawn(
+            &bins.upstream,
+            &args,
+            &logs.join("node-init-floor.log"),
+        ));
+        return Running {
+            children,
+            _dir: dir,
+        };
+    }
     let mut args: Vec<String> = vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         "--leader-elect=false".into(),
@@ -235,6 +257,7 @@ async fn start(
             ]);
             children.push(spawn(&bins.upstream, &args, &logs.join("upstream-ccm.log")));
         }
+        Implementation::Floor => unreachable!("started above"),
     }
     Running {
         children,
@@ -402,21 +425,23 @@ where
     let mut left = names.len();
     let deadline = tokio::time::Instant::now() + PHASE_DEADLINE;
     while left > 0 {
-        let ev = tokio::time::timeout_at(deadline, events.try_next())
+        let ev = tokio::time::timeout_at(deadline, events.next())
             .await
             .unwrap_or_else(|_| panic!("{left} of {} not served in time", names.len()))
-            .unwrap()
             .expect("watch ended");
-        if let Event::Apply(o) = ev {
-            let name = o.name_any();
-            let Some(&i) = index.get(name.as_str()) else {
-                continue;
-            };
-            *seen.entry(name).or_default() += 1;
-            if at[i].is_none() && done(&o) {
-                at[i] = Some(Instant::now());
-                left -= 1;
-            }
+        // A watch that fell behind (410 Gone at 5,000 objects) relists:
+        // what changed meanwhile arrives as InitApply, seen late.
+        let Ok(Event::Apply(o) | Event::InitApply(o)) = ev else {
+            continue;
+        };
+        let name = o.name_any();
+        let Some(&i) = index.get(name.as_str()) else {
+            continue;
+        };
+        *seen.entry(name).or_default() += 1;
+        if at[i].is_none() && done(&o) {
+            at[i] = Some(Instant::now());
+            left -= 1;
         }
     }
     // The first event of each is its creation.
@@ -435,6 +460,60 @@ where
     let mut events = watcher::watcher(api, cfg).boxed();
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
     events
+}
+
+/// A LoadBalancer Service of a burst of `n`. Above 2,500 without node
+/// ports: the default range (30000–32767) has 2,768, and the apiserver
+/// refuses the rest ("failed to allocate a nodePort: range is full").
+fn bench_service(name: &str, n: usize) -> Service {
+    let mut s = lb_service(name, 80);
+    if n > 2500 {
+        s.spec.as_mut().unwrap().allocate_load_balancer_node_ports = Some(false);
+    }
+    s
+}
+
+/// A canary Service served and deleted: the service controller is up and
+/// synced.
+async fn serve_and_delete_canary_service(
+    services: &Api<Service>,
+    svc_events: &mut (impl futures::Stream<Item = Result<Event<Service>, watcher::Error>> + Unpin),
+) {
+    services
+        .create(&PostParams::default(), &lb_service("canary", 80))
+        .await
+        .unwrap();
+    served(svc_events, &["canary".to_owned()], has_ingress).await;
+    services
+        .delete("canary", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = async {
+        loop {
+            if services.get_opt("canary").await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(PHASE_DEADLINE, gone)
+        .await
+        .expect("canary Service deleted");
+}
+
+/// The next run starts from an empty cluster.
+async fn clean_up(admin: &Client, nodes: &Api<Node>, label: &str, ns: &str) {
+    nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(label),
+        )
+        .await
+        .unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .delete(ns, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// One run of every scenario against `imp`.
@@ -482,26 +561,9 @@ async fn run_once(
         !tainted(n)
     })
     .await;
-    services
-        .create(&PostParams::default(), &lb_service("canary", 80))
-        .await
-        .unwrap();
-    served(&mut svc_events, &["canary".to_owned()], has_ingress).await;
-    services
-        .delete("canary", &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = async {
-        loop {
-            if services.get_opt("canary").await.unwrap().is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(PHASE_DEADLINE, gone)
-        .await
-        .expect("canary Service deleted");
+    if imp != Implementation::Floor {
+        serve_and_delete_canary_service(&services, &mut svc_events).await;
+    }
 
     // Node initialisation.
     let names: Vec<String> = (0..n).map(|i| format!("{run}-{i}")).collect();
@@ -515,11 +577,23 @@ async fn run_once(
         profile.label(),
         node_init.total
     );
+    if imp == Implementation::Floor {
+        let rss = settled_rss(&pids).await;
+        let cpu_s = pids.iter().map(|p| cpu_seconds(*p)).sum();
+        procs.stop();
+        clean_up(admin, &nodes, &label, &ns).await;
+        return RunResult {
+            node_init,
+            rss_mib: rss,
+            cpu_s,
+            ..Default::default()
+        };
+    }
 
     // Load balancer creation.
     let svc_names: Vec<String> = (0..n).map(|i| format!("lb-{i}")).collect();
     let start_lbs = Instant::now();
-    let created = create_all(&services, n, |i| lb_service(&svc_names[i], 80)).await;
+    let created = create_all(&services, n, |i| bench_service(&svc_names[i], n)).await;
     let (served_at, writes) = served(&mut svc_events, &svc_names, has_ingress).await;
     let lb_create = Burst::of(start_lbs, &created, &served_at, writes);
     eprintln!(
@@ -529,9 +603,19 @@ async fn run_once(
         lb_create.total
     );
     let rss = settled_rss(&pids).await;
+    let each: Vec<String> = pids.iter().map(|p| format!("{:.1}", rss_mib(*p))).collect();
+    eprintln!(
+        "  {} {}: rss {rss:.1} MiB ({} MiB by process)",
+        imp.label(),
+        profile.label(),
+        each.join(" + ")
+    );
 
     // Fan-out: one Node more; every load balancer is updated.
-    let fan_out = if profile == Profile::Unthrottled {
+    // Up to 1,000 only: it counts one Event per load balancer, and at
+    // 5,000 both controllers' event queues (upstream's broadcaster holds
+    // 1,000) drop some of a burst that size.
+    let fan_out = if profile == Profile::Unthrottled && n <= 1000 {
         let events: Api<CoreEvent> = Api::namespaced(admin.clone(), &ns);
         let mut updated = watch_until_init(
             events,
@@ -549,12 +633,11 @@ async fn run_once(
         let mut seen = HashSet::new();
         let deadline = tokio::time::Instant::now() + PHASE_DEADLINE;
         while seen.len() < n {
-            match tokio::time::timeout_at(deadline, updated.try_next())
+            match tokio::time::timeout_at(deadline, updated.next())
                 .await
                 .expect("every load balancer updated in time")
-                .unwrap()
             {
-                Some(Event::Apply(e)) => {
+                Some(Ok(Event::Apply(e) | Event::InitApply(e))) => {
                     if let Some(name) = e.involved_object.name {
                         seen.insert(name);
                     }
@@ -625,18 +708,7 @@ async fn run_once(
     let cpu_s = pids.iter().map(|p| cpu_seconds(*p)).sum();
     procs.stop();
 
-    // The next run starts from an empty cluster.
-    nodes
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&label),
-        )
-        .await
-        .unwrap();
-    Api::<Namespace>::all(admin.clone())
-        .delete(&ns, &DeleteParams::default())
-        .await
-        .unwrap();
+    clean_up(admin, &nodes, &label, &ns).await;
     RunResult {
         node_init,
         lb_create,
@@ -656,24 +728,48 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// The runs' range, "lo–hi" (one value when they agree).
+fn range(v: &[f64], unit: &str) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if (hi - lo).abs() < 1e-9 {
+        format!("{lo:.2}{unit}")
+    } else {
+        format!("{lo:.2}–{hi:.2}{unit}")
+    }
+}
+
 /// One table row: the mean of ours and of upstream, their runs' range,
 /// and upstream ÷ ours (above 1: ours is faster or smaller).
 fn row(what: &str, ours: &[f64], upstream: &[f64], unit: &str) {
-    let range = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if (hi - lo).abs() < 1e-9 {
-            format!("{lo:.2}{unit}")
-        } else {
-            format!("{lo:.2}–{hi:.2}{unit}")
-        }
-    };
     let (o, u) = (mean(ours.iter().copied()), mean(upstream.iter().copied()));
     println!(
         "| {what} | {} | {} | {:.2} |",
-        range(ours),
-        range(upstream),
+        range(ours, unit),
+        range(upstream, unit),
         if o > 0.0 { u / o } else { f64::NAN }
+    );
+}
+
+/// A row of the minimal-client table: each side's range and the minimal
+/// client's mean ÷ each side's.
+fn floor_row(
+    what: &str,
+    min: &[RunResult],
+    ours: &[RunResult],
+    up: &[RunResult],
+    g: &dyn Fn(&RunResult) -> f64,
+) {
+    let vals = |v: &[RunResult]| v.iter().map(g).collect::<Vec<f64>>();
+    let (m, o, u) = (vals(min), vals(ours), vals(up));
+    let ratio = |a: &[f64], b: &[f64]| mean(a.iter().copied()) / mean(b.iter().copied());
+    println!(
+        "| {what} | {} | {} | {} | {:.2} | {:.2} |",
+        range(&m, ""),
+        range(&o, ""),
+        range(&u, ""),
+        ratio(&m, &o),
+        ratio(&m, &u)
     );
 }
 
@@ -714,6 +810,8 @@ async fn main() {
     let ensure_ms: u64 = env_or("BENCH_COMPARE_ENSURE_MS", 50);
     // One side only (`ours` or `upstream`), to look into it; no table.
     let only = std::env::var("BENCH_COMPARE_ONLY").ok();
+    // The minimal client's node-init run (BENCH_COMPARE_FLOOR=0: skip it).
+    let floor = env_or("BENCH_COMPARE_FLOOR", 1) != 0;
     let bins = Binaries {
         controller: repo().join("target/release/cloud-controller-manager"),
         fake: repo().join("target/release/fake-provider"),
@@ -729,13 +827,25 @@ async fn main() {
             for round in 0..runs {
                 // Alternate which goes first, so neither always gets the
                 // warmer apiserver.
+                // The minimal client runs unthrottled only, between them.
                 let order = if round % 2 == 0 {
-                    [Implementation::Ours, Implementation::Upstream]
+                    [
+                        Implementation::Ours,
+                        Implementation::Floor,
+                        Implementation::Upstream,
+                    ]
                 } else {
-                    [Implementation::Upstream, Implementation::Ours]
+                    [
+                        Implementation::Upstream,
+                        Implementation::Floor,
+                        Implementation::Ours,
+                    ]
                 };
                 for imp in order {
-                    if only.as_deref().is_some_and(|o| o != imp.label()) {
+                    if only.as_deref().is_some_and(|o| o != imp.label())
+                        || (imp == Implementation::Floor
+                            && (profile != Profile::Unthrottled || !floor))
+                    {
                         continue;
                     }
                     eprintln!(
@@ -864,6 +974,34 @@ async fn main() {
                 &f(up, &|r| r.cpu_s),
                 " s",
             );
+            if let Some(min) = results.get(&(n, profile, Implementation::Floor)) {
+                println!();
+                println!(
+                    "Node initialisation against a minimal client (client-go with protobuf, the same two writes per Node, no cloud; {:?}). Ratio = minimal ÷ each: the target for ours is at least 0.83 (within 1.2x).",
+                    profile.flags(Implementation::Floor)
+                );
+                println!();
+                println!(
+                    "| measurement | minimal client | ours | upstream | minimal ÷ ours | minimal ÷ upstream |"
+                );
+                println!("|---|---|---|---|---|---|");
+                floor_row(
+                    "Nodes registered → all initialised",
+                    min,
+                    ours,
+                    up,
+                    &|r| secs(r.node_init.total),
+                );
+                floor_row("node init latency p50", min, ours, up, &|r| {
+                    secs(r.node_init.p50)
+                });
+                floor_row("node init p99, first quarter", min, ours, up, &|r| {
+                    secs(r.node_init.first_quarter_p99)
+                });
+                floor_row("API writes per Node", min, ours, up, &|r| {
+                    r.node_init.writes_per_object
+                });
+            }
         }
     }
 }
