@@ -677,10 +677,18 @@ async fn run_once(
             .await;
     }
     let start_delete = Instant::now();
-    services
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
+    // At 5,000 the apiserver may cut one DeleteCollection off (its 60 s
+    // request timeout); it is idempotent, so it is asked again.
+    for attempt in 1..=5 {
+        match services
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+        {
+            Ok(_) => break,
+            Err(e) if attempt < 5 => eprintln!("  delete collection: {e}; again"),
+            Err(e) => panic!("delete collection: {e}"),
+        }
+    }
     let all_gone = async {
         loop {
             if services
@@ -751,6 +759,9 @@ fn row(what: &str, ours: &[f64], upstream: &[f64], unit: &str) {
     );
 }
 
+/// One figure of a run.
+type Measure = dyn Fn(&RunResult) -> f64;
+
 /// A row of the minimal-client table: each side's range and the minimal
 /// client's mean ÷ each side's.
 fn floor_row(
@@ -758,16 +769,17 @@ fn floor_row(
     min: &[RunResult],
     ours: &[RunResult],
     up: &[RunResult],
-    g: &dyn Fn(&RunResult) -> f64,
+    unit: &str,
+    g: &Measure,
 ) {
     let vals = |v: &[RunResult]| v.iter().map(g).collect::<Vec<f64>>();
     let (m, o, u) = (vals(min), vals(ours), vals(up));
     let ratio = |a: &[f64], b: &[f64]| mean(a.iter().copied()) / mean(b.iter().copied());
     println!(
         "| {what} | {} | {} | {} | {:.2} | {:.2} |",
-        range(&m, ""),
-        range(&o, ""),
-        range(&u, ""),
+        range(&m, unit),
+        range(&o, unit),
+        range(&u, unit),
         ratio(&m, &o),
         ratio(&m, &u)
     );
@@ -985,22 +997,21 @@ async fn main() {
                     "| measurement | minimal client | ours | upstream | minimal ÷ ours | minimal ÷ upstream |"
                 );
                 println!("|---|---|---|---|---|---|");
-                floor_row(
-                    "Nodes registered → all initialised",
-                    min,
-                    ours,
-                    up,
-                    &|r| secs(r.node_init.total),
-                );
-                floor_row("node init latency p50", min, ours, up, &|r| {
-                    secs(r.node_init.p50)
-                });
-                floor_row("node init p99, first quarter", min, ours, up, &|r| {
-                    secs(r.node_init.first_quarter_p99)
-                });
-                floor_row("API writes per Node", min, ours, up, &|r| {
-                    r.node_init.writes_per_object
-                });
+                let rows: [(&str, &str, &Measure); 4] = [
+                    ("Nodes registered → all initialised", " s", &|r| {
+                        secs(r.node_init.total)
+                    }),
+                    ("node init latency p50", " s", &|r| secs(r.node_init.p50)),
+                    ("node init p99, first quarter", " s", &|r| {
+                        secs(r.node_init.first_quarter_p99)
+                    }),
+                    ("API writes per Node", "", &|r| {
+                        r.node_init.writes_per_object
+                    }),
+                ];
+                for (what, unit, g) in rows {
+                    floor_row(what, min, ours, up, unit, g);
+                }
             }
         }
     }
