@@ -2,22 +2,22 @@ package main
 
 // The "node-init-floor" subcommand: the least a controller can do to
 // initialise Nodes, for `make bench-compare` to measure both CCMs against.
-// It is client-go with protobuf on the wire, one informer and a workqueue
-// with N workers, no cloud and no client-side rate limit, and it makes the
-// same two writes per Node as ccm-rs, in the same order: the addresses
-// (a merge patch of status), then providerID, the instance labels and the
-// uninitialized taint's removal (one Update).
+// It is client-go with protobuf on the wire, one informer, a workqueue with
+// N workers, no client-side rate limit and the bench cloud called in
+// process at zero latency, and it makes the same two writes per Node as
+// ccm-rs, in the same order: the addresses (a merge patch of status), then
+// providerID, the instance labels and the uninitialized taint's removal
+// (one Update).
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,20 +28,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
-
-const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
-
-// floorLabels are the labels upstream's cloud-node controller writes for an
-// instance of the bench cloud.
-var floorLabels = map[string]string{
-	v1.LabelInstanceTypeStable:      instanceType,
-	v1.LabelInstanceType:            instanceType,
-	v1.LabelTopologyZone:            zoneName,
-	v1.LabelFailureDomainBetaZone:   zoneName,
-	v1.LabelTopologyRegion:          regionName,
-	v1.LabelFailureDomainBetaRegion: regionName,
-}
 
 func runNodeInitFloor(args []string) int {
 	fs := flag.NewFlagSet("node-init-floor", flag.ContinueOnError)
@@ -93,7 +81,10 @@ func nodeInitFloor(kubeconfig string, workers int) error {
 		return ctx.Err()
 	}
 
-	ips := &addressPool{next: firstNodeIP}
+	cloud, err := newBenchCloud(nil) // no latency
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -102,7 +93,7 @@ func nodeInitFloor(kubeconfig string, workers int) error {
 				if quit {
 					return
 				}
-				if err := initialise(ctx, client, nodes.Lister().Get, name, ips); err != nil {
+				if err := initialise(ctx, client, nodes.Lister().Get, name, cloud); err != nil {
 					fmt.Fprintf(os.Stderr, "node-init-floor: %s: %v\n", name, err)
 					queue.AddRateLimited(name)
 				} else {
@@ -120,37 +111,17 @@ func nodeInitFloor(kubeconfig string, workers int) error {
 
 func tainted(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Key == uninitializedTaint {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
 			return true
 		}
 	}
 	return false
 }
 
-// addressPool hands out one InternalIP per Node name, as the bench cloud
-// gives each instance its own.
-type addressPool struct {
-	mu    sync.Mutex
-	next  netip.Addr
-	given map[string]netip.Addr
-}
-
-func (p *addressPool) of(name string) netip.Addr {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.given == nil {
-		p.given = map[string]netip.Addr{}
-	}
-	if a, ok := p.given[name]; ok {
-		return a
-	}
-	a := p.next
-	p.next = p.next.Next()
-	p.given[name] = a
-	return a
-}
-
-func initialise(ctx context.Context, client kubernetes.Interface, get func(string) (*v1.Node, error), name string, ips *addressPool) error {
+// initialise makes the two writes for one tainted Node, with what the
+// bench cloud answers for it: the addresses (a merge patch of status), then
+// providerID, the instance labels and the taint's removal (one Update).
+func initialise(ctx context.Context, client kubernetes.Interface, get func(string) (*v1.Node, error), name string, cloud *benchCloud) error {
 	cur, err := get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -161,30 +132,40 @@ func initialise(ctx context.Context, client kubernetes.Interface, get func(strin
 	if !tainted(cur) {
 		return nil
 	}
-	addresses := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q}]}}`, ips.of(name), name)
-	written, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(addresses), metav1.PatchOptions{}, "status")
+	meta, err := cloud.InstanceMetadata(ctx, cur)
 	if err != nil {
 		return err
 	}
-	n := written.DeepCopy()
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"addresses": meta.NodeAddresses}})
+	if err != nil {
+		return err
+	}
+	n, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return err
+	}
 	if n.Spec.ProviderID == "" {
-		n.Spec.ProviderID = providerIDPrefix + name
+		n.Spec.ProviderID = meta.ProviderID
 	}
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
-	for k, v := range floorLabels {
-		n.Labels[k] = v
+	for _, k := range []string{v1.LabelInstanceTypeStable, v1.LabelInstanceType} {
+		n.Labels[k] = meta.InstanceType
+	}
+	for _, k := range []string{v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone} {
+		n.Labels[k] = meta.Zone
+	}
+	for _, k := range []string{v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion} {
+		n.Labels[k] = meta.Region
 	}
 	kept := n.Spec.Taints[:0]
 	for _, t := range n.Spec.Taints {
-		if t.Key != uninitializedTaint {
+		if t.Key != cloudproviderapi.TaintExternalCloudProvider {
 			kept = append(kept, t)
 		}
 	}
 	n.Spec.Taints = kept
-	updateCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err = client.CoreV1().Nodes().Update(updateCtx, n, metav1.UpdateOptions{})
+	_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
 
 func TestInitialiseMakesTheTwoWritesOfACloudNodeController(t *testing.T) {
@@ -19,13 +20,13 @@ func TestInitialiseMakesTheTwoWritesOfACloudNodeController(t *testing.T) {
 	}{
 		{
 			name:       "uninitialised",
-			taints:     []v1.Taint{{Key: uninitializedTaint, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+			taints:     []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}},
 			wantWrites: []string{"patch/status", "update/"},
 			wantTaints: []v1.Taint{},
 		},
 		{
 			name:       "uninitialised beside another taint",
-			taints:     []v1.Taint{other, {Key: uninitializedTaint, Effect: v1.TaintEffectNoSchedule}},
+			taints:     []v1.Taint{other, {Key: cloudproviderapi.TaintExternalCloudProvider, Effect: v1.TaintEffectNoSchedule}},
 			wantWrites: []string{"patch/status", "update/"},
 			wantTaints: []v1.Taint{other},
 		},
@@ -44,8 +45,11 @@ func TestInitialiseMakesTheTwoWritesOfACloudNodeController(t *testing.T) {
 				return client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 			}
 			client.ClearActions()
-			ips := &addressPool{next: firstNodeIP}
-			if err := initialise(context.Background(), client, get, "n1", ips); err != nil {
+			cloud, err := newBenchCloud(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := initialise(context.Background(), client, get, "n1", cloud); err != nil {
 				t.Fatal(err)
 			}
 			var writes []string
@@ -76,16 +80,5 @@ func TestInitialiseMakesTheTwoWritesOfACloudNodeController(t *testing.T) {
 				t.Fatalf("addresses %v", got.Status.Addresses)
 			}
 		})
-	}
-}
-
-func TestAddressPoolGivesEachNodeItsOwnStableAddress(t *testing.T) {
-	p := &addressPool{next: firstNodeIP}
-	a, b := p.of("a"), p.of("b")
-	if a == b {
-		t.Fatalf("a and b share %s", a)
-	}
-	if again := p.of("a"); again != a {
-		t.Fatalf("a got %s, then %s", a, again)
 	}
 }
