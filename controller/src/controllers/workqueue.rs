@@ -331,6 +331,39 @@ pub async fn run<K, F, Fut>(
     F: Fn(Arc<K>) -> Fut,
     Fut: Future<Output = Action>,
 {
+    run_with_gone(
+        queue,
+        store,
+        changes,
+        resyncs,
+        workers,
+        metrics,
+        reconcile,
+        |_| std::future::ready(Action::await_change()),
+    )
+    .await
+}
+
+/// [`run`], with `gone` called for a key whose object the store no longer
+/// has when its turn comes (under the same one-worker-per-key rule).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_with_gone<K, F, Fut, G, GFut>(
+    queue: &'static str,
+    store: Store<K>,
+    changes: impl Stream<Item = ObjectRef<K>>,
+    resyncs: impl Stream<Item = ObjectRef<K>>,
+    workers: usize,
+    metrics: QueueMetrics,
+    reconcile: F,
+    gone: G,
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    F: Fn(Arc<K>) -> Fut,
+    Fut: Future<Output = Action>,
+    G: Fn(ObjectRef<K>) -> GFut,
+    GFut: Future<Output = Action>,
+{
     let work = WorkQueue::<ObjectRef<K>>::default();
     let feed = async {
         let changes = changes.map(|r| (r, Lane::Fresh));
@@ -354,7 +387,7 @@ pub async fn run<K, F, Fut>(
             metrics.waited(queue, waited, work.depth());
             let next = match store.get(&key) {
                 Some(obj) => reconcile(obj).await,
-                None => Action::await_change(),
+                None => gone(key.clone()).await,
             };
             work.done(key, next);
         }

@@ -437,6 +437,48 @@ async fn provider_sigstop_during_activity() {
     w.finish(&nodes).await;
 }
 
+/// Services that vanish without a reconciled delete while the controller
+/// runs: while it is SIGSTOPped, each loses its finalizer by hand and is
+/// deleted (in either order; finalizer first, it wakes to find the Service
+/// gone with nothing ever marked for deletion). The same happens without
+/// anyone's help when a DELETE races the finalizer's addition: the
+/// apiserver answers both with success and removes the Service anyway
+/// (kubernetes/kubernetes#77988). Their load balancers must go, as
+/// upstream's do (it deletes them from its cache of the Service).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_vanish_without_a_reconciled_delete() {
+    let mut w = World::new("finalizer-bypassed", &[], &[]).await;
+    let n = 6 * w.scale;
+    for i in 0..n {
+        w.cluster.create_lb_service(NS, &svc(i)).await;
+    }
+    let (c, _) = count::settle(&w.cluster, &w.provider, SETTLE).await;
+    w.tally.census("before", &c);
+    let mut live: Vec<usize> = (0..n).collect();
+    let mut vanished = 0;
+    for _ in 0..w.scale {
+        w.controller.proc.signal("-STOP");
+        for k in 0..3 {
+            let j = live.swap_remove(w.rng.below(live.len()));
+            if k % 2 == 0 {
+                w.cluster.remove_finalizers(NS, &svc(j)).await;
+                w.cluster.delete_service(NS, &svc(j)).await;
+            } else {
+                w.cluster.delete_service(NS, &svc(j)).await;
+                w.cluster.remove_finalizers(NS, &svc(j)).await;
+            }
+            vanished += 1;
+        }
+        w.controller.proc.signal("-CONT");
+        w.controller.assert_running();
+        let (c, _) = count::settle(&w.cluster, &w.provider, SETTLE).await;
+        w.tally.census("after", &c);
+    }
+    w.tally.services = n;
+    w.tally.extra("vanished", vanished);
+    w.finish(&[]).await;
+}
+
 /// Restart the apiserver (SIGTERM, then the same data directory: same CA,
 /// tokens, port and objects) while the controller is busy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

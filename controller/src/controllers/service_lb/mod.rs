@@ -156,6 +156,11 @@ struct Record {
     /// watch events; without this they would retry at once and defeat
     /// both the backoff and the provider's RetryInfo.
     retry: Option<(u64, bool, tokio::time::Instant)>,
+    /// The Service as last sent to EnsureLoadBalancer, kept while its load
+    /// balancer may exist (whatever that Ensure answered): a Service that
+    /// vanishes without a reconciled delete still gets an
+    /// EnsureLoadBalancerDeleted, with what its Ensure was given.
+    sent: Option<proto::Service>,
 }
 
 /// The backend nodes as sent to the provider, with their digest.
@@ -229,13 +234,36 @@ impl Lb {
         backends
     }
 
-    /// Drops the records of Services the cache no longer has (deleted
-    /// without a reconciled delete), except those a sync holds right now.
+    /// The records of Services the cache no longer has (deleted without a
+    /// reconciled delete): one whose load balancer may exist, or that a
+    /// sync holds right now (its Ensure may be in flight), is handed to the
+    /// reconciler, which finds the Service gone and deletes the load
+    /// balancer ([`vanished`]); the others are dropped.
     fn forget_vanished(&self, services: &[Arc<Service>]) {
         let present: HashSet<String> = services.iter().map(|s| decide::key(s)).collect();
-        self.records
-            .lock()
-            .retain(|key, record| present.contains(key) || record.try_lock().is_err());
+        let mut gone = Vec::new();
+        self.records.lock().retain(|key, record| {
+            if present.contains(key) {
+                return true;
+            }
+            match record.try_lock() {
+                Ok(r) if r.sent.is_none() => false,
+                _ => {
+                    gone.push(key.clone());
+                    true
+                }
+            }
+        });
+        for key in gone {
+            self.resync_key(&key);
+        }
+    }
+
+    /// Asks the reconciler for a sync of the Service `key` names.
+    fn resync_key(&self, key: &str) {
+        if let Some((ns, name)) = key.split_once('/') {
+            let _ = self.resync.unbounded_send(ObjectRef::new(name).within(ns));
+        }
     }
 
     fn forget(&self, key: &str) {
@@ -427,6 +455,7 @@ impl Lb {
             .await;
         }
         record.backends = Some(backends.digest);
+        record.sent = Some(request.clone());
         let answer = self
             .ctx
             .provider
@@ -483,9 +512,8 @@ impl Lb {
 
     /// Deletes the load balancer of the Service (uid `old_uid`) that `svc`
     /// replaced under the same name.
-    async fn delete_replaced(&self, svc: &Service, old_uid: &str) -> Result<(), SyncError> {
-        let mut old = decide::to_proto_ref(svc);
-        old.uid = old_uid.to_owned();
+    async fn delete_replaced(&self, svc: &Service, old: proto::Service) -> Result<(), SyncError> {
+        let old_uid = old.uid.clone();
         let warnings = self
             .ctx
             .provider
@@ -493,7 +521,7 @@ impl Lb {
             .await
             .map_err(provider("delete the load balancer of the replaced Service"))?;
         self.provider_warnings(svc, &warnings).await;
-        tracing::info!(service = %decide::key(svc), old_uid, "deleted the load balancer of the Service this one replaced");
+        tracing::info!(service = %decide::key(svc), %old_uid, "deleted the load balancer of the Service this one replaced");
         Ok(())
     }
 
@@ -618,6 +646,76 @@ async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Action {
     action
 }
 
+/// A Service the cache no longer has: deleted, or deleted while the watch
+/// was broken. Its finalizer normally holds the deletion until [`Lb::delete`]
+/// ran, but a DELETE that races the finalizer's addition removes the
+/// Service anyway, both requests answered with success
+/// (kubernetes/kubernetes#77988), and a user may remove the finalizer by
+/// hand. Upstream deletes the load balancer from its cache of the Service
+/// (`processServiceDeletion`); so does this, from what the Ensure was sent,
+/// when this process sent one.
+async fn vanished(key: ObjectRef<Service>, lb: Arc<Lb>) -> Action {
+    let Some(namespace) = key.namespace.clone() else {
+        return Action::await_change();
+    };
+    let id = format!("{namespace}/{}", key.name);
+    let Some(record) = lb.records.lock().get(&id).cloned() else {
+        return Action::await_change();
+    };
+    let mut record = record.lock().await;
+    let Some(sent) = record.sent.clone() else {
+        drop(record);
+        lb.forget(&id);
+        return Action::await_change();
+    };
+    // What events and request ids refer to: the Service as it was.
+    let svc = Service {
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(namespace),
+            name: Some(key.name.clone()),
+            uid: Some(sent.uid.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let deleted = request_id::scoped(
+        request_id::service(&svc),
+        lb.ctx
+            .provider
+            .ensure_load_balancer_deleted(&lb.ctx.cluster_name, sent),
+    )
+    .await;
+    let (action, failed) = match deleted {
+        Ok(warnings) => {
+            lb.provider_warnings(&svc, &warnings).await;
+            tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
+            lb.event(
+                &svc,
+                EventType::Normal,
+                "DeletedLoadBalancer",
+                "Deleted load balancer".into(),
+            )
+            .await;
+            lb.backoff.succeeded(&id);
+            *record = Record::default();
+            drop(record);
+            lb.forget(&id);
+            (Action::await_change(), false)
+        }
+        Err(e) => {
+            let delay = lb.backoff.failed(&id);
+            tracing::warn!(service = %id, error = %e, retry_in = ?delay, "deleting the load balancer of a Service gone without a reconciled delete (retrying)");
+            (Action::requeue(delay), true)
+        }
+    };
+    lb.ctx
+        .metrics
+        .queues
+        .processed("service", started.elapsed(), failed);
+    action
+}
+
 /// One sync of one Service: the action, and whether it failed.
 async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     let key = decide::key(&svc);
@@ -632,10 +730,9 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
         // A new Service under an old name: the old one's load balancer goes
         // (as upstream's processServiceDeletion), and nothing we did
         // applies to the new one.
-        if !record.uid.is_empty()
-            && record.ensured.is_some()
-            && !record.elsewhere
-            && let Err(e) = lb.delete_replaced(&svc, &record.uid).await
+        if !record.elsewhere
+            && let Some(old) = record.sent.clone()
+            && let Err(e) = lb.delete_replaced(&svc, old).await
         {
             let delay = lb.backoff.failed(&key);
             tracing::warn!(service = %key, error = %e, retry_in = ?delay, "deleting the load balancer of the Service this one replaced");
@@ -646,7 +743,8 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
             ..Record::default()
         };
     }
-    let was_ensured = record.ensured.is_some();
+    // Whether the cloud may have a load balancer for it from this process.
+    let may_exist = record.sent.is_some();
     let fingerprint = decide::fingerprint(&svc);
     let cleanup = decide::needs_cleanup(&svc);
     if let Some((f, c, at)) = record.retry
@@ -670,9 +768,9 @@ async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
         } else {
             Some((lb.ensure(&svc, &mut record).await, false))
         }
-    } else if was_ensured {
-        // We ensured it in this process and its finalizer was removed by
-        // someone else: delete anyway rather than leak.
+    } else if may_exist {
+        // We sent it an Ensure in this process and its finalizer was
+        // removed by someone else: delete anyway rather than leak.
         let r = lb.delete(&svc).await;
         if let Err(e) = &r {
             lb.event(
@@ -719,20 +817,32 @@ pub async fn run(
     let (store, writer) = reflector::store();
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
+    let (watched, cached) = (lb.clone(), store.clone());
     let services = crate::k8s::applied_once_stored(
         watcher(Api::<Service>::all(client), watcher::Config::default())
             .default_backoff()
             .modify(|s: &mut Service| s.metadata.managed_fields = None)
             .reflect(writer)
-            .inspect_ok(move |ev| {
-                if matches!(ev, watcher::Event::InitDone) {
+            .inspect_ok(move |ev| match ev {
+                // Gone from the cache: see `vanished`.
+                watcher::Event::Delete(svc) => {
+                    let key = decide::key(svc);
+                    if watched.has_record(&key) {
+                        watched.resync_key(&key);
+                    }
+                }
+                // A relist drops what was deleted while the watch was
+                // broken without a Delete event.
+                watcher::Event::InitDone => {
+                    watched.forget_vanished(&cached.state());
                     synced.send_replace(true);
                 }
+                _ => {}
             }),
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = workqueue::run(
+    let controller = workqueue::run_with_gone(
         "service",
         store.clone(),
         crate::k8s::references(services, "services"),
@@ -740,6 +850,7 @@ pub async fn run(
         workers.into(),
         lb.ctx.metrics.queues.clone(),
         |svc| reconcile(svc, lb.clone()),
+        |key| vanished(key, lb.clone()),
     );
     tokio::join!(controller, backends, sweeper);
 }
@@ -975,6 +1086,103 @@ mod tests {
         // Nothing recorded as ensured: no backend update will target it.
         let record = lb.record("ns/web");
         assert_eq!(record.lock().await.ensured, None);
+    }
+
+    #[tokio::test]
+    async fn a_service_gone_despite_its_finalizer_loses_its_load_balancer() {
+        // The finalizer went on (200) and the load balancer was made, but a
+        // DELETE racing the finalizer's addition removed the Service anyway
+        // (kubernetes/kubernetes#77988): the status write after the Ensure
+        // finds it gone, and then the cache drops it.
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let status_writes = std::sync::atomic::AtomicUsize::new(0);
+        let (client, api) = mock_api(move |call| {
+            if call.line().ends_with("/status")
+                && status_writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0
+            {
+                let gone = json!({"kind": "Status", "status": "Failure",
+                                  "reason": "NotFound", "code": 404,
+                                  "message": "services \"web\" not found"});
+                (404, gone)
+            } else {
+                (200, call.body.clone())
+            }
+        });
+        let (resync, mut resyncs) = mpsc::unbounded();
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
+        let (_, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
+        assert!(!failed);
+        assert_eq!(provider.fake.dump().load_balancers.len(), 1);
+
+        // The cache no longer has it: a watch Delete, or a relist without it.
+        lb.forget_vanished(&[]);
+        let again = resyncs
+            .try_recv()
+            .expect("the vanished Service is handed back to the reconciler");
+        assert_eq!(again, ObjectRef::new("web").within("ns"));
+        // Its turn comes and the store does not have it.
+        assert_eq!(vanished(again, lb.clone()).await, Action::await_change());
+        assert!(
+            provider.fake.dump().load_balancers.is_empty(),
+            "deleted with what the Ensure was sent"
+        );
+        assert!(!lb.has_record("ns/web"));
+        assert_eq!(
+            api.event_reasons().last().map(String::as_str),
+            Some("DeletedLoadBalancer")
+        );
+        // Nothing more to do: a second turn finds no record.
+        assert_eq!(
+            vanished(ObjectRef::new("web").within("ns"), lb.clone()).await,
+            Action::await_change()
+        );
+        assert_eq!(
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::EnsureLoadBalancerDeleted)
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vanished_service_whose_delete_fails_is_retried_and_never_forgotten() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, _api) = accepting_api();
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(
+            context(client, &provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
+        let (_, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
+        assert!(!failed);
+        provider.fake.inject_error(
+            ccm_fake_provider::Method::EnsureLoadBalancerDeleted,
+            ccm_fake_provider::ErrorInjection::new(
+                ccm_fake_provider::ErrorKind::CloudUnavailable,
+                "cloud API down",
+            ),
+        );
+        let key = || ObjectRef::new("web").within("ns");
+        assert_eq!(
+            vanished(key(), lb.clone()).await,
+            Action::requeue(Duration::from_secs(5))
+        );
+        assert_eq!(provider.fake.dump().load_balancers.len(), 1);
+        assert!(lb.has_record("ns/web"), "kept for the retry");
+        // A tidy pass meanwhile keeps it too.
+        lb.forget_vanished(&[]);
+        assert!(lb.has_record("ns/web"));
+        provider.fake.clear_faults();
+        assert_eq!(vanished(key(), lb.clone()).await, Action::await_change());
+        assert!(provider.fake.dump().load_balancers.is_empty());
     }
 
     #[tokio::test]
