@@ -19,6 +19,10 @@ pub mod v1 {
     /// The gRPC metadata key carrying the controller's request id.
     pub const REQUEST_ID_METADATA: &str = "x-ccm-request-id";
 
+    /// The gRPC metadata key carrying the instant the controller gives up
+    /// on a call, in milliseconds since the Unix epoch.
+    pub const DEADLINE_METADATA: &str = "x-ccm-deadline";
+
     /// The gRPC metadata key carrying the leader's fencing token on
     /// mutations: `<term>:<holder identity>`.
     pub const FENCING_TOKEN_METADATA: &str = "x-ccm-fencing-token";

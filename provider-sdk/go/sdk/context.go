@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,16 @@ func callContext(ctx context.Context) (context.Context, error) {
 		c.requestID = ids[0]
 	} else {
 		c.requestID = fmt.Sprintf("sdk-%d-%d", os.Getpid(), nextID.Add(1))
+	}
+	// grpc-timeout counts from when the request is read: a provider paused
+	// past the caller's deadline must not act on what it gave up on.
+	if ds := md.Get(DeadlineMetadata); len(ds) == 1 {
+		if ms, err := strconv.ParseInt(ds[0], 10, 64); err == nil && ms >= 0 {
+			if late := time.Since(time.UnixMilli(ms)); late > 0 {
+				return ctx, fmt.Errorf("the caller gave up %d ms before this request was read (%s): %w",
+					late.Milliseconds(), DeadlineMetadata, context.DeadlineExceeded)
+			}
+		}
 	}
 	if tps := md.Get(TraceparentMetadata); len(tps) == 1 {
 		c.traceID = parseTraceparent(tps[0])

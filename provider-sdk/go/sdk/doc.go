@@ -20,6 +20,9 @@ const (
 	// TraceparentMetadata is the W3C Trace Context key: one trace id for
 	// every call of one reconcile, a new span id per call (TraceID).
 	TraceparentMetadata = "traceparent"
+	// DeadlineMetadata is the gRPC metadata key of the instant the
+	// controller gives up on a call, in milliseconds since the Unix epoch.
+	DeadlineMetadata = "x-ccm-deadline"
 	// FencingTokenMetadata is the gRPC metadata key of the leader's fencing
 	// token on mutations: "<term>:<holder>".
 	FencingTokenMetadata = "x-ccm-fencing-token"

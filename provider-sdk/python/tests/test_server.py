@@ -550,6 +550,27 @@ def test_context_carries_request_id_deadline_and_fencing_token(
     assert len(cloud.calls) == before, "a malformed token is refused before the handler runs"
 
 
+def test_a_request_read_after_its_absolute_deadline_is_refused_before_it_runs(
+    ch: grpc.Channel, cloud: Cloud
+) -> None:
+    lb = loadbalancer_pb2_grpc.LoadBalancerServiceStub(ch)
+    now_ms = int(time.time() * 1000)
+    before = len(cloud.calls)
+    e = error(
+        lb.EnsureLoadBalancer,
+        pb.EnsureLoadBalancerRequest(cluster_name="c", service=service()),
+        metadata=[("x-ccm-deadline", str(now_ms - 1500))],
+    )
+    assert e.code == grpc.StatusCode.DEADLINE_EXCEEDED and "x-ccm-deadline" in e.message
+    assert len(cloud.calls) == before, "the handler did not run"
+    for value in (str(now_ms + 60_000), "soon", "-5"):
+        lb.EnsureLoadBalancer(
+            pb.EnsureLoadBalancerRequest(cluster_name="c", service=service()),
+            metadata=[("x-ccm-deadline", value)],
+        )
+    assert len(cloud.calls) == before + 3, "ahead or malformed: run"
+
+
 def test_a_caller_giving_up_cancels_the_call(ch: grpc.Channel, cloud: Cloud) -> None:
     inst = instances_pb2_grpc.InstancesServiceStub(ch)
     e = error(

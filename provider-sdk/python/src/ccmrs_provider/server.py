@@ -77,6 +77,9 @@ CONTRACT_VERSION = "1.0.0"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The metadata key carrying the controller's request id.
 REQUEST_ID_METADATA = "x-ccm-request-id"
+#: The metadata key carrying the instant the controller gives up on a call,
+#: in milliseconds since the Unix epoch.
+DEADLINE_METADATA = "x-ccm-deadline"
 TRACEPARENT_METADATA = "traceparent"
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
@@ -127,6 +130,18 @@ class _Runtime:
             request_id = f"sdk-{os.getpid()}-{next(_ids)}"
         remaining = context.time_remaining()
         deadline = None if remaining is None else time.monotonic() + remaining
+        # grpc-timeout counts from when the request is read: a provider
+        # paused past the caller's deadline must not act on what it gave up on.
+        given_up = metadata.get(DEADLINE_METADATA)
+        if isinstance(given_up, str) and given_up.isdigit():
+            late_ms = time.time() * 1000 - int(given_up)
+            if late_ms > 0:
+                raise ProviderError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    None,
+                    f"the caller gave up {late_ms:.0f} ms before this request was read"
+                    f" ({DEADLINE_METADATA})",
+                )
         token = None
         raw = metadata.get(FENCING_TOKEN_METADATA)
         if raw is not None:

@@ -279,9 +279,18 @@ impl ProviderClient {
 
     fn request<T>(&self, message: T, class: DeadlineClass, request_id: &str) -> Request<T> {
         let mut request = Request::new(message);
-        request.set_timeout(self.timeout(class));
+        let timeout = self.timeout(class);
+        request.set_timeout(timeout);
         if let Ok(v) = request_id.parse() {
             request.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
+        }
+        // The absolute deadline: a provider that reads the request late
+        // (paused, stalled) must not act on what this side gave up on.
+        let gives_up = std::time::SystemTime::now() + timeout;
+        if let Ok(since_epoch) = gives_up.duration_since(std::time::UNIX_EPOCH)
+            && let Ok(v) = since_epoch.as_millis().to_string().parse()
+        {
+            request.metadata_mut().insert(proto::DEADLINE_METADATA, v);
         }
         // One trace per scope (reconcile), or per call outside one.
         let (trace, parent) = SCOPED
@@ -503,6 +512,29 @@ mod tests {
     async fn request_id_sent(c: &ProviderClient) -> String {
         let request = echo(proto::REQUEST_ID_METADATA);
         c.call(Rpc::read(), request, Ok).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_call_carries_the_instant_it_gives_up_on() {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let opts = ClientOptions::default();
+        let (read, mutation) = (opts.read_timeout, opts.mutation_timeout);
+        let c = client(opts);
+        for (rpc, timeout) in [(Rpc::read(), read), (Rpc::mutation("k".into()), mutation)] {
+            let before = ms(SystemTime::now() + timeout);
+            let sent: u128 = c
+                .call(rpc, echo(proto::DEADLINE_METADATA), Ok)
+                .await
+                .unwrap()
+                .parse()
+                .unwrap();
+            let after = ms(SystemTime::now() + timeout);
+            assert!(
+                (before..=after).contains(&sent),
+                "{before} <= {sent} <= {after}"
+            );
+        }
     }
 
     #[tokio::test]

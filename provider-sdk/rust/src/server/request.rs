@@ -33,6 +33,13 @@ pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
                 NEXT.fetch_add(1, Ordering::Relaxed)
             )
         });
+    if let Some(late) = past_absolute_deadline(req, std::time::SystemTime::now()) {
+        return Err(Status::deadline_exceeded(format!(
+            "the caller gave up {} ms before this request was read ({})",
+            late.as_millis(),
+            proto::DEADLINE_METADATA
+        )));
+    }
     let deadline = req
         .metadata()
         .get("grpc-timeout")
@@ -65,6 +72,20 @@ pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
         fencing_token,
         cancellation: Cancellation::default(),
     })
+}
+
+/// How long ago the caller's absolute deadline (`x-ccm-deadline`, Unix
+/// milliseconds) passed, if it has; a value that does not parse is none.
+fn past_absolute_deadline<T>(req: &Request<T>, now: std::time::SystemTime) -> Option<Duration> {
+    let ms: u64 = req
+        .metadata()
+        .get(proto::DEADLINE_METADATA)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    let deadline = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    now.duration_since(deadline).ok().filter(|d| !d.is_zero())
 }
 
 /// Parses the `grpc-timeout` header: up to 8 digits and a unit.
@@ -156,6 +177,34 @@ mod tests {
         // multi-byte last character panicked, a sign was taken.
         assert_eq!(parse_grpc_timeout("0\u{80}"), None);
         assert_eq!(parse_grpc_timeout("+5S"), None);
+    }
+
+    fn with_deadline(value: &str) -> Request<()> {
+        let mut r = Request::new(());
+        r.metadata_mut()
+            .insert(proto::DEADLINE_METADATA, value.parse().unwrap());
+        r
+    }
+
+    #[test]
+    fn a_request_read_after_its_absolute_deadline_is_refused_before_it_runs() {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let late = context(&with_deadline(&(now_ms - 1500).to_string())).unwrap_err();
+        assert_eq!(late.code(), tonic::Code::DeadlineExceeded);
+        assert!(
+            late.message().contains("x-ccm-deadline"),
+            "{}",
+            late.message()
+        );
+        assert!(context(&with_deadline(&(now_ms + 60_000).to_string())).is_ok());
+        // Not a number: ignored, as a malformed traceparent is.
+        assert!(context(&with_deadline("soon")).is_ok());
+        assert!(context(&with_deadline("-5")).is_ok());
+        assert!(context(&Request::new(())).is_ok(), "absent");
     }
 }
 

@@ -23,6 +23,16 @@
 //   default to 4 MiB received: raise it).
 // * Every request carries gRPC metadata "x-ccm-request-id", an opaque id the
 //   controller also logs; providers SHOULD log it with the request.
+// * Every request carries gRPC metadata "x-ccm-deadline": the instant the
+//   controller gives up on it, in milliseconds since the Unix epoch
+//   (decimal; both sides share the host's clock over the Unix socket). A
+//   provider SHOULD answer DEADLINE_EXCEEDED without acting on a request
+//   it starts reading after that instant: grpc-timeout is relative to when
+//   the request is read, so a provider paused or stalled for longer than
+//   the deadline would otherwise apply a mutation the controller has given
+//   up on, after later calls for the same object (a load balancer created
+//   after its Service's cleanup found none). A value that does not parse
+//   is ignored.
 // * Fencing: with leader election on, every mutation (EnsureLoadBalancer,
 //   UpdateLoadBalancer, EnsureLoadBalancerDeleted, CreateRoute, DeleteRoute)
 //   carries gRPC metadata "x-ccm-fencing-token" = "<term>:<holder>": the
