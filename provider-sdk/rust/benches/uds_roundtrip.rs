@@ -120,15 +120,7 @@ async fn main() {
 
     // Without the SDK's client: tonic's generated client on a plain
     // Channel, to the same server.
-    let socket = path.clone();
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
+    let channel = ccm_provider_sdk::endpoint::raw_channel(path.clone())
         .await
         .unwrap();
     let tonic_client = InstancesServiceClient::new(channel);

@@ -102,6 +102,27 @@ pub fn socket_mode_is_private(mode: u32) -> bool {
     mode & 0o002 == 0
 }
 
+/// A plain tonic channel to the provider socket at `path`, connected now:
+/// none of [`crate::ProviderClient`]'s deadlines, metadata, limits or
+/// permission checks. For tools and tests that send what the client never
+/// would (a malformed token, a request without a deadline of its own), and
+/// for measuring the client against bare tonic.
+#[cfg(feature = "client")]
+pub async fn raw_channel(
+    path: impl Into<PathBuf>,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    let path = path.into();
+    tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

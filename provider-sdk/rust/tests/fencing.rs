@@ -177,17 +177,7 @@ async fn losing_leadership_cancels_the_handler_at_once() {
 async fn a_malformed_token_is_refused_before_the_handler_runs() {
     let (serving, cloud, _leader, _client) = setup().await;
     let path = ccm_provider_sdk::socket_path(&serving.endpoint).unwrap();
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(path).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap();
+    let channel = ccm_provider_sdk::endpoint::raw_channel(path).await.unwrap();
     let mut raw = proto::routes_service_client::RoutesServiceClient::new(channel);
     let mut request = tonic::Request::new(proto::CreateRouteRequest {
         cluster_name: "c1".into(),

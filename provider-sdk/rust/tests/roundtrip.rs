@@ -195,18 +195,7 @@ fn client(path: &Path, opts: ClientOptions) -> ProviderClient {
 /// A plain tonic channel to the socket, for requests the SDK's client
 /// would never send.
 async fn raw_channel(path: &Path) -> tonic::transport::Channel {
-    let path = path.to_owned();
-    tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(path).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap()
+    ccm_provider_sdk::endpoint::raw_channel(path).await.unwrap()
 }
 
 fn node(name: &str) -> NodeRef {

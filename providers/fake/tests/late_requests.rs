@@ -38,18 +38,7 @@ fn signal(child: &Child, sig: &str) {
 /// not cancelled, as when the caller's RST_STREAM reaches the provider only
 /// after the handler started.
 async fn raw_channel(path: &Path) -> tonic::transport::Channel {
-    let path = path.to_owned();
-    tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(path).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap()
+    ccm_provider_sdk::endpoint::raw_channel(path).await.unwrap()
 }
 
 #[tokio::test]
