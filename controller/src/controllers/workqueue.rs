@@ -311,43 +311,21 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 }
 
+/// For [`run`]'s `gone`: nothing to do for an object the store no longer
+/// has.
+pub fn nothing_when_gone<K: Resource>(_: ObjectRef<K>) -> std::future::Ready<Action> {
+    std::future::ready(Action::await_change())
+}
+
 /// Reconciles the objects of `store` with `workers` in parallel until
 /// `changes` ends: each reference `changes` yields goes to the fresh lane,
 /// each one `resyncs` yields to the background lane, and what
-/// `reconcile` returns schedules the next run. An object no longer in the
-/// store when its turn comes is skipped (it was deleted). `queue` names
-/// the workqueue metrics.
-pub async fn run<K, F, Fut>(
-    queue: &'static str,
-    store: Store<K>,
-    changes: impl Stream<Item = ObjectRef<K>>,
-    resyncs: impl Stream<Item = ObjectRef<K>>,
-    workers: usize,
-    metrics: QueueMetrics,
-    reconcile: F,
-) where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    F: Fn(Arc<K>) -> Fut,
-    Fut: Future<Output = Action>,
-{
-    run_with_gone(
-        queue,
-        store,
-        changes,
-        resyncs,
-        workers,
-        metrics,
-        reconcile,
-        |_| std::future::ready(Action::await_change()),
-    )
-    .await
-}
-
-/// [`run`], with `gone` called for a key whose object the store no longer
-/// has when its turn comes (under the same one-worker-per-key rule).
+/// `reconcile` returns schedules the next run. For a key whose object the
+/// store no longer has when its turn comes (it was deleted), `gone` runs
+/// instead, under the same one-worker-per-key rule. `queue` names the
+/// workqueue metrics.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_with_gone<K, F, Fut, G, GFut>(
+pub async fn run<K, F, Fut, G, GFut>(
     queue: &'static str,
     store: Store<K>,
     changes: impl Stream<Item = ObjectRef<K>>,

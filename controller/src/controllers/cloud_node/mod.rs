@@ -283,6 +283,7 @@ pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings)
         settings.workers.into(),
         ctx.metrics.queues.clone(),
         |n| reconcile(n, state.clone()),
+        workqueue::nothing_when_gone,
     );
     let refresh = refresh_addresses(
         state.clone(),

@@ -126,6 +126,7 @@ pub async fn run(ctx: Arc<Context>) {
         1,
         metrics,
         |pv| reconcile(pv, state.clone()),
+        workqueue::nothing_when_gone,
     )
     .await;
 }

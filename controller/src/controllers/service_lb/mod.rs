@@ -842,7 +842,7 @@ pub async fn run(
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = workqueue::run_with_gone(
+    let controller = workqueue::run(
         "service",
         store.clone(),
         crate::k8s::references(services, "services"),
@@ -875,6 +875,21 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    /// The controller's state over `client` and `provider`, with one
+    /// backend Node that never changes; the receiver gets its resyncs.
+    fn lb_over(
+        client: kube::Client,
+        provider: &Provider,
+    ) -> (Arc<Lb>, mpsc::UnboundedReceiver<ObjectRef<Service>>) {
+        let (resync, resyncs) = mpsc::unbounded();
+        let lb = Lb::new(
+            context(client, provider, vec![backend("n1")]),
+            unchanging(),
+            resync,
+        );
+        (lb, resyncs)
     }
 
     #[test]
@@ -932,12 +947,7 @@ mod tests {
         let provider = fake_provider(FakeConfig::default());
         ready(&provider).await;
         let (client, api) = accepting_api();
-        let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, _) = lb_over(client, &provider);
         let svc = Arc::new(lb_service());
 
         let (_, failed) = sync(svc.clone(), lb.clone()).await;
@@ -1005,12 +1015,7 @@ mod tests {
                 (200, call.body.clone())
             }
         });
-        let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, _) = lb_over(client, &provider);
         let mut svc = lb_service();
         svc.metadata.annotations = Some(
             [(
@@ -1061,12 +1066,7 @@ mod tests {
                 (200, call.body.clone())
             }
         });
-        let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, _) = lb_over(client, &provider);
         let (action, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
         assert!(!failed);
         assert_eq!(action, Action::await_change());
@@ -1109,12 +1109,7 @@ mod tests {
                 (200, call.body.clone())
             }
         });
-        let (resync, mut resyncs) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, mut resyncs) = lb_over(client, &provider);
         let (_, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
         assert!(!failed);
         assert_eq!(provider.fake.dump().load_balancers.len(), 1);
@@ -1155,12 +1150,7 @@ mod tests {
         let provider = fake_provider(FakeConfig::default());
         ready(&provider).await;
         let (client, _api) = accepting_api();
-        let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, _) = lb_over(client, &provider);
         let (_, failed) = sync(Arc::new(lb_service()), lb.clone()).await;
         assert!(!failed);
         provider.fake.inject_error(
@@ -1197,12 +1187,7 @@ mod tests {
             ),
         );
         let (client, api) = accepting_api();
-        let (resync, _) = mpsc::unbounded();
-        let lb = Lb::new(
-            context(client, &provider, vec![backend("n1")]),
-            unchanging(),
-            resync,
-        );
+        let (lb, _) = lb_over(client, &provider);
         let (action, failed) = sync(Arc::new(lb_service()), lb).await;
         assert!(failed);
         assert_eq!(action, Action::requeue(Duration::from_secs(5)));
