@@ -877,6 +877,14 @@ mod tests {
         }
     }
 
+    /// The apiserver's answer for a Service that is gone.
+    fn not_found() -> (u16, Value) {
+        let status = json!({"kind": "Status", "status": "Failure",
+                            "reason": "NotFound", "code": 404,
+                            "message": "services \"web\" not found"});
+        (404, status)
+    }
+
     /// The controller's state over `client` and `provider`, with one
     /// backend Node that never changes; the receiver gets its resyncs.
     fn lb_over(
@@ -1058,10 +1066,7 @@ mod tests {
         ready(&provider).await;
         let (client, api) = mock_api(|call| {
             if call.line().ends_with("/status") {
-                let gone = json!({"kind": "Status", "status": "Failure",
-                                  "reason": "NotFound", "code": 404,
-                                  "message": "services \"web\" not found"});
-                (404, gone)
+                not_found()
             } else {
                 (200, call.body.clone())
             }
@@ -1101,10 +1106,7 @@ mod tests {
             if call.line().ends_with("/status")
                 && status_writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0
             {
-                let gone = json!({"kind": "Status", "status": "Failure",
-                                  "reason": "NotFound", "code": 404,
-                                  "message": "services \"web\" not found"});
-                (404, gone)
+                not_found()
             } else {
                 (200, call.body.clone())
             }
