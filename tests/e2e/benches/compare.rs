@@ -711,7 +711,17 @@ async fn run_once(
         profile.label()
     );
 
+    let each: Vec<String> = pids
+        .iter()
+        .map(|p| format!("{:.2}", cpu_seconds(*p)))
+        .collect();
     let cpu_s = pids.iter().map(|p| cpu_seconds(*p)).sum();
+    eprintln!(
+        "  {} {}: cpu {cpu_s:.2} s ({} s by process)",
+        imp.label(),
+        profile.label(),
+        each.join(" + ")
+    );
     procs.stop();
 
     clean_up(admin, &nodes, &label, &ns).await;
