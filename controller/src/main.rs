@@ -64,9 +64,17 @@ async fn provider_info(opts: &Options, output: OutputFormat) -> anyhow::Result<(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let opts = Options::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(opts.controllers.runtime_worker_threads.get())
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(opts))
+}
+
+async fn run(opts: Options) -> anyhow::Result<()> {
     match opts.command {
         Some(Command::Provider(ProviderCommand::Info { output })) => {
             return provider_info(&opts, output).await;
