@@ -711,16 +711,14 @@ async fn run_once(
         profile.label()
     );
 
-    let each: Vec<String> = pids
-        .iter()
-        .map(|p| format!("{:.2}", cpu_seconds(*p)))
-        .collect();
-    let cpu_s = pids.iter().map(|p| cpu_seconds(*p)).sum();
+    let each: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+    let cpu_s = each.iter().sum();
+    let by_process: Vec<String> = each.iter().map(|c| format!("{c:.2}")).collect();
     eprintln!(
         "  {} {}: cpu {cpu_s:.2} s ({} s by process)",
         imp.label(),
         profile.label(),
-        each.join(" + ")
+        by_process.join(" + ")
     );
     procs.stop();
 

@@ -510,8 +510,8 @@ impl Lb {
         }
     }
 
-    /// Deletes the load balancer of the Service (uid `old_uid`) that `svc`
-    /// replaced under the same name.
+    /// Deletes the load balancer of the Service that `svc` replaced under
+    /// the same name, described by `old` as its last Ensure was sent.
     async fn delete_replaced(&self, svc: &Service, old: proto::Service) -> Result<(), SyncError> {
         let old_uid = old.uid.clone();
         let warnings = self
@@ -636,9 +636,15 @@ impl Lb {
 }
 
 async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Action {
-    let started = std::time::Instant::now();
     let id = request_id::service(&svc);
-    let (action, failed) = request_id::scoped(id, sync(svc, lb.clone())).await;
+    measured(&lb, id, sync(svc, lb.clone())).await
+}
+
+/// Runs one turn of the queue under its request id and counts it in the
+/// queue metrics: the action, and whether it failed.
+async fn measured(lb: &Lb, id: String, turn: impl Future<Output = (Action, bool)>) -> Action {
+    let started = std::time::Instant::now();
+    let (action, failed) = request_id::scoped(id, turn).await;
     lb.ctx
         .metrics
         .queues
@@ -678,42 +684,39 @@ async fn vanished(key: ObjectRef<Service>, lb: Arc<Lb>) -> Action {
         },
         ..Default::default()
     };
-    let started = std::time::Instant::now();
-    let deleted = request_id::scoped(
-        request_id::service(&svc),
-        lb.ctx
+    let turn = async {
+        let deleted = lb
+            .ctx
             .provider
-            .ensure_load_balancer_deleted(&lb.ctx.cluster_name, sent),
-    )
-    .await;
-    let (action, failed) = match deleted {
-        Ok(warnings) => {
-            lb.provider_warnings(&svc, &warnings).await;
-            tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
-            lb.event(
-                &svc,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer".into(),
-            )
+            .ensure_load_balancer_deleted(&lb.ctx.cluster_name, sent)
             .await;
-            lb.backoff.succeeded(&id);
-            *record = Record::default();
-            drop(record);
-            lb.forget(&id);
-            (Action::await_change(), false)
-        }
-        Err(e) => {
-            let delay = lb.backoff.failed(&id);
-            tracing::warn!(service = %id, error = %e, retry_in = ?delay, "deleting the load balancer of a Service gone without a reconciled delete (retrying)");
-            (Action::requeue(delay), true)
+        match deleted {
+            Ok(warnings) => {
+                lb.provider_warnings(&svc, &warnings).await;
+                tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
+                lb.event(
+                    &svc,
+                    EventType::Normal,
+                    "DeletedLoadBalancer",
+                    "Deleted load balancer".into(),
+                )
+                .await;
+                lb.backoff.succeeded(&id);
+                // Emptied as well as forgotten: the backend loop may hold
+                // this record and must find nothing to update.
+                *record = Record::default();
+                drop(record);
+                lb.forget(&id);
+                (Action::await_change(), false)
+            }
+            Err(e) => {
+                let delay = lb.backoff.failed(&id);
+                tracing::warn!(service = %id, error = %e, retry_in = ?delay, "deleting the load balancer of a Service gone without a reconciled delete (retrying)");
+                (Action::requeue(delay), true)
+            }
         }
     };
-    lb.ctx
-        .metrics
-        .queues
-        .processed("service", started.elapsed(), failed);
-    action
+    measured(&lb, request_id::service(&svc), turn).await
 }
 
 /// One sync of one Service: the action, and whether it failed.
