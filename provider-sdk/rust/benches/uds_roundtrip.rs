@@ -1,12 +1,17 @@
-//! Round-trip latency of contract calls over a Unix socket, SDK server to SDK
-//! client, in one process (`cargo bench -p ccm-provider-sdk --bench
-//! uds_roundtrip`). Prints percentiles for sequential calls and throughput
-//! with 1, 16 and 64 calls in flight. To show where the time goes, the same
-//! sequential measurement is made without the SDK's client (tonic's
-//! generated client on a plain `Channel`, to the same SDK server) and for a
-//! bare 64-byte echo over a Unix socket pair (the floor). A benchmark, not a
-//! test: it asserts nothing about speed.
+//! Round-trip latency of contract calls over a Unix socket, SDK client to an
+//! SDK server in another process, as the controller and its provider sidecar
+//! run (`cargo bench -p ccm-provider-sdk --bench uds_roundtrip`). Both
+//! processes use the runtime the controller and the fake provider use by
+//! default, one tokio worker thread (`BENCH_WORKER_THREADS` changes it), and
+//! every call is made from a spawned task, as the reconcilers make them.
+//! Prints percentiles for sequential calls and throughput with 1, 16 and 64
+//! calls in flight. To show where the time goes, the same sequential
+//! measurement is made without the SDK's client (tonic's generated client on
+//! a plain `Channel`, to the same SDK server) and for a bare 64-byte echo to
+//! the other process (the floor: two wake-ups across processes). A
+//! benchmark, not a test: it asserts nothing about speed.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ccm_provider_sdk::proto::instances_service_client::InstancesServiceClient;
@@ -83,28 +88,86 @@ where
     );
 }
 
-#[tokio::main]
-async fn main() {
+/// Set in the child process: the directory to serve in.
+const SERVE_DIR: &str = "UDS_ROUNDTRIP_SERVE_DIR";
+
+fn runtime() -> tokio::runtime::Runtime {
+    let workers = std::env::var("BENCH_WORKER_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn main() {
+    let rt = runtime();
+    match std::env::var_os(SERVE_DIR) {
+        Some(dir) => rt.block_on(serve(PathBuf::from(dir))),
+        // The measuring loop runs in a spawned task: `block_on`'s future
+        // runs on the main thread, and every call from it would cross to the
+        // worker and back, which no reconciler does.
+        None => rt.block_on(async { tokio::spawn(measure()).await.unwrap() }),
+    }
+}
+
+/// The other process: the SDK server on `provider.sock` and a 64-byte echo
+/// on `echo.sock`, until stdin closes (the parent exited or dropped it).
+async fn serve(dir: PathBuf) {
+    let echo = tokio::net::UnixListener::bind(dir.join("echo.sock")).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while s.read_exact(&mut buf).await.is_ok() {
+                    if s.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let endpoint = format!("unix://{}", dir.join("provider.sock").display());
+    let server = ProviderServer::new(Echo).with_instances(Echo);
+    server
+        .serve(&endpoint, async {
+            let _ = tokio::task::spawn_blocking(|| {
+                std::io::copy(&mut std::io::stdin(), &mut std::io::sink())
+            })
+            .await;
+        })
+        .await
+        .unwrap();
+}
+
+async fn connect(path: &Path) -> tokio::net::UnixStream {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::net::UnixStream::connect(path).await {
+            Ok(s) => return s,
+            Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn measure() {
     let n: usize = std::env::var("BENCH_CALLS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bench.sock");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(SERVE_DIR, dir.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let path = dir.path().join("provider.sock");
+    drop(connect(&path).await);
     let endpoint = format!("unix://{}", path.display());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = ProviderServer::new(Echo).with_instances(Echo);
-    let ep = endpoint.clone();
-    let task = tokio::spawn(async move {
-        server
-            .serve(&ep, async {
-                let _ = rx.await;
-            })
-            .await
-    });
-    while tokio::net::UnixStream::connect(&path).await.is_err() {
-        tokio::task::yield_now().await;
-    }
     let client = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
     client.handshake().await.unwrap();
     let node = NodeRef {
@@ -136,18 +199,9 @@ async fn main() {
     })
     .await;
 
-    // The floor: 64 bytes to an echo task and back over a socket pair.
-    let (mut near, mut far) = tokio::net::UnixStream::pair().unwrap();
-    tokio::spawn(async move {
-        let mut buf = [0u8; 64];
-        while far.read_exact(&mut buf).await.is_ok() {
-            if far.write_all(&buf).await.is_err() {
-                break;
-            }
-        }
-    });
-    let near = tokio::sync::Mutex::new(&mut near);
-    sequential("64-byte echo over a Unix socket pair", n, || async {
+    // The floor: 64 bytes to the other process's echo and back.
+    let near = tokio::sync::Mutex::new(connect(&dir.path().join("echo.sock")).await);
+    sequential("64-byte echo to the other process", n, || async {
         let mut s = near.lock().await;
         let mut buf = [7u8; 64];
         s.write_all(&buf).await.unwrap();
@@ -176,6 +230,12 @@ async fn main() {
             (per * inflight) as f64 / start.elapsed().as_secs_f64()
         );
     }
-    let _ = tx.send(());
-    task.await.unwrap().unwrap();
+    // The server drains its connections before it exits: close them first.
+    drop((client, tonic_client, near));
+    drop(child.stdin.take());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "server process: {status}");
 }
