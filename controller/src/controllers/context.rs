@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use ccm_provider_sdk::ProviderClient;
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 
-use super::events::{self, Delivery, EventSink};
+use super::events::{self, Delivery, EventSink, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 

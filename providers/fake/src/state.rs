@@ -13,7 +13,7 @@ use ccm_provider_sdk::proto::{
     NodeRef, PortStatus, Protocol, Route, Service, TrafficPolicy, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
-    FencingToken, LbAnswer, LoadBalancerEntry, ProviderError, ProviderResult, Readiness,
+    FencingToken, LbAnswer, LoadBalancerEntry, NodeSet, ProviderError, ProviderResult, Readiness,
     cluster_scoped_load_balancer_name,
 };
 use serde::{Deserialize, Serialize};
@@ -407,6 +407,8 @@ pub(crate) struct State {
     /// The backend list handed out last, shared by the next load balancer
     /// given the same nodes.
     last_backends: Backends,
+    /// The nodes `last_backends` was made from.
+    last_nodes: NodeSet,
     /// Set by every change to the cloud (not to readiness), cleared once
     /// the change is in the state file.
     pub(crate) dirty: bool,
@@ -548,6 +550,7 @@ impl State {
             routes: BTreeMap::new(),
             leaders: BTreeMap::new(),
             last_backends: Backends::default(),
+            last_nodes: NodeSet::default(),
             dirty: false,
             config,
         }
@@ -921,7 +924,7 @@ impl State {
         &mut self,
         cluster: &str,
         service: &Service,
-        nodes: &[NodeRef],
+        nodes: &NodeSet,
     ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
         if let Some(message) = self.elsewhere(service) {
             return Ok(LbAnswer::implemented_elsewhere(message));
@@ -982,7 +985,7 @@ impl State {
         &mut self,
         cluster: &str,
         service: &Service,
-        nodes: &[NodeRef],
+        nodes: &NodeSet,
     ) -> ProviderResult<LbAnswer<()>> {
         if let Some(message) = self.elsewhere(service) {
             return Ok(LbAnswer::implemented_elsewhere(message));
@@ -1006,7 +1009,13 @@ impl State {
 
     /// The sorted, distinct names of `nodes`, sharing the last list handed
     /// out when they are the same.
-    fn backends(&mut self, nodes: &[NodeRef]) -> Backends {
+    fn backends(&mut self, nodes: &NodeSet) -> Backends {
+        // Most calls carry the set the last one did (the SDK hands a
+        // PutNodeSet's set to every call naming it): no sort then.
+        if *nodes == self.last_nodes {
+            return self.last_backends.clone();
+        }
+        self.last_nodes = nodes.clone();
         let names: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         let same = names.len() == self.last_backends.len()
             && names
@@ -1180,6 +1189,10 @@ mod tests {
         }
     }
 
+    fn set<const N: usize>(nodes: [NodeRef; N]) -> NodeSet {
+        NodeSet::new(nodes.into())
+    }
+
     fn node(name: &str) -> NodeRef {
         NodeRef {
             name: name.into(),
@@ -1213,14 +1226,14 @@ mod tests {
             lb_ip_pool: "192.0.2.0/29".into(), // .2 - .6: five addresses
             ..Default::default()
         });
-        let first = ip_of(s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap());
+        let first = ip_of(s.ensure_lb("k", &svc("a"), &set([node("n1")])).unwrap());
         assert_eq!(first, "192.0.2.2");
-        let again = ip_of(s.ensure_lb("k", &svc("a"), &[node("n2")]).unwrap());
+        let again = ip_of(s.ensure_lb("k", &svc("a"), &set([node("n2")])).unwrap());
         assert_eq!(again, first);
         for uid in ["b", "c", "d", "e"] {
-            s.ensure_lb("k", &svc(uid), &[]).unwrap();
+            s.ensure_lb("k", &svc(uid), &set([])).unwrap();
         }
-        let err = s.ensure_lb("k", &svc("f"), &[]).unwrap_err();
+        let err = s.ensure_lb("k", &svc("f"), &set([])).unwrap_err();
         assert_eq!(err.reason(), Some(ErrorReason::QuotaExceeded));
         // A failed ensure leaves nothing behind.
         assert!(s.get_lb("k", &svc("f")).is_none());
@@ -1228,7 +1241,7 @@ mod tests {
         s.delete_lb("k", &svc("a"));
         assert!(s.get_lb("k", &svc("a")).is_none());
         assert_eq!(
-            ip_of(s.ensure_lb("k", &svc("f"), &[]).unwrap()),
+            ip_of(s.ensure_lb("k", &svc("f"), &set([])).unwrap()),
             "192.0.2.2"
         );
     }
@@ -1237,17 +1250,17 @@ mod tests {
     fn ensure_is_idempotent_and_clusters_do_not_share() {
         let mut s = state(FakeConfig::default());
         let a = s
-            .ensure_lb("k", &svc("a"), &[node("n2"), node("n1")])
+            .ensure_lb("k", &svc("a"), &set([node("n2"), node("n1")]))
             .unwrap();
         let gen1 = s.dump().load_balancers[0].generation;
         let b = s
-            .ensure_lb("k", &svc("a"), &[node("n1"), node("n2")])
+            .ensure_lb("k", &svc("a"), &set([node("n1"), node("n2")]))
             .unwrap();
         assert_eq!(a, b);
         let lb = &s.dump().load_balancers[0];
         assert_eq!(lb.generation, gen1, "same input must not rewrite");
         assert_eq!(lb.backends, ["n1", "n2"]);
-        let other = ip_of(s.ensure_lb("k2", &svc("a"), &[]).unwrap());
+        let other = ip_of(s.ensure_lb("k2", &svc("a"), &set([])).unwrap());
         assert_ne!(other, ip_of(a));
         assert_eq!(s.list_lbs("k").len(), 1);
         assert_ne!(s.list_lbs("k")[0].name, s.list_lbs("k2")[0].name);
@@ -1258,10 +1271,10 @@ mod tests {
         let mut s = state(FakeConfig::default());
         let nodes = [node("n2"), node("n1"), node("n1")];
         for uid in ["a", "b", "c"] {
-            s.ensure_lb("k", &svc(uid), &nodes).unwrap();
+            s.ensure_lb("k", &svc(uid), &set(nodes.clone())).unwrap();
         }
-        s.update_lb("k", &svc("c"), &[node("n3")]).unwrap();
-        s.update_lb("k", &svc("b"), &[node("n1"), node("n2")])
+        s.update_lb("k", &svc("c"), &set([node("n3")])).unwrap();
+        s.update_lb("k", &svc("b"), &set([node("n1"), node("n2")]))
             .unwrap();
         let lbs = s.dump().load_balancers;
         assert_eq!(lbs[0].backends, ["n1", "n2"]);
@@ -1277,10 +1290,10 @@ mod tests {
     #[test]
     fn update_changes_backends_and_fails_clearly_when_missing() {
         let mut s = state(FakeConfig::default());
-        let err = s.update_lb("k", &svc("a"), &[]).unwrap_err();
+        let err = s.update_lb("k", &svc("a"), &set([])).unwrap_err();
         assert!(err.message().contains("does not exist"), "{err}");
-        s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap();
-        s.update_lb("k", &svc("a"), &[node("n3")]).unwrap();
+        s.ensure_lb("k", &svc("a"), &set([node("n1")])).unwrap();
+        s.update_lb("k", &svc("a"), &set([node("n3")])).unwrap();
         assert_eq!(s.dump().load_balancers[0].backends, ["n3"]);
     }
 
@@ -1289,13 +1302,13 @@ mod tests {
         let mut s = state(FakeConfig::default());
         let mut a = svc("a");
         a.load_balancer_ip = "192.0.2.50".into();
-        assert_eq!(ip_of(s.ensure_lb("k", &a, &[]).unwrap()), "192.0.2.50");
+        assert_eq!(ip_of(s.ensure_lb("k", &a, &set([])).unwrap()), "192.0.2.50");
         let mut b = svc("b");
         b.load_balancer_ip = "192.0.2.50".into();
-        let err = s.ensure_lb("k", &b, &[]).unwrap_err();
+        let err = s.ensure_lb("k", &b, &set([])).unwrap_err();
         assert_eq!(err.reason(), Some(ErrorReason::ConflictingResource));
         b.load_balancer_ip = "10.9.9.9".into();
-        let err = s.ensure_lb("k", &b, &[]).unwrap_err();
+        let err = s.ensure_lb("k", &b, &set([])).unwrap_err();
         assert_eq!(err.reason(), Some(ErrorReason::InvalidServiceSpec));
         // Status from before a fake restart keeps the address.
         let mut c = svc("c");
@@ -1305,7 +1318,7 @@ mod tests {
                 ..Default::default()
             }],
         });
-        assert_eq!(ip_of(s.ensure_lb("k", &c, &[]).unwrap()), "192.0.2.77");
+        assert_eq!(ip_of(s.ensure_lb("k", &c, &set([])).unwrap()), "192.0.2.77");
     }
 
     #[test]
@@ -1314,7 +1327,7 @@ mod tests {
         let mut a = svc("a");
         a.annotations
             .insert(ANNOTATION_INTERNAL.into(), "maybe".into());
-        let err = s.ensure_lb("k", &a, &[]).unwrap_err();
+        let err = s.ensure_lb("k", &a, &set([])).unwrap_err();
         assert_eq!(err.reason(), Some(ErrorReason::InvalidAnnotation));
         assert_eq!(
             err.field_violations()[0].0,
@@ -1329,14 +1342,14 @@ mod tests {
         a.annotations.insert("example.com/other".into(), "x".into());
         // Unknown keys are left to the controller (the annotation schema);
         // a health-check path without the Local policy is worth a warning.
-        let answer = s.ensure_lb("k", &a, &[]).unwrap();
+        let answer = s.ensure_lb("k", &a, &set([])).unwrap();
         assert_eq!(answer.warnings.len(), 1);
         assert_eq!(answer.warnings[0].reason, "HealthCheckPathIgnored");
         a.external_traffic_policy = TrafficPolicy::Local as i32;
-        assert!(s.ensure_lb("k", &a, &[]).unwrap().warnings.is_empty());
+        assert!(s.ensure_lb("k", &a, &set([])).unwrap().warnings.is_empty());
         let mut sctp = svc("sctp");
         sctp.ports[0].protocol = Protocol::Sctp as i32;
-        let err = s.ensure_lb("k", &sctp, &[]).unwrap_err();
+        let err = s.ensure_lb("k", &sctp, &set([])).unwrap_err();
         assert_eq!(err.field_violations()[0].0, "spec.ports[0].protocol");
         let lb = &s.dump().load_balancers[0];
         assert!(lb.internal);
@@ -1352,16 +1365,16 @@ mod tests {
         });
         let mut a = svc("a");
         a.load_balancer_class = Some("example.com/other".into());
-        let answer = s.ensure_lb("k", &a, &[]).unwrap();
+        let answer = s.ensure_lb("k", &a, &set([])).unwrap();
         assert!(matches!(answer.outcome, LbOutcome::ImplementedElsewhere(_)));
         assert!(matches!(
-            s.update_lb("k", &a, &[]).unwrap().outcome,
+            s.update_lb("k", &a, &set([])).unwrap().outcome,
             LbOutcome::ImplementedElsewhere(_)
         ));
         assert!(s.dump().load_balancers.is_empty());
         a.load_balancer_class = Some("example.com/mine".into());
         assert!(matches!(
-            s.ensure_lb("k", &a, &[]).unwrap().outcome,
+            s.ensure_lb("k", &a, &set([])).unwrap().outcome,
             LbOutcome::Done(_)
         ));
     }
@@ -1438,7 +1451,7 @@ mod tests {
     #[test]
     fn restore_rebuilds_the_pool_and_index_and_refuses_inconsistencies() {
         let mut s = state(FakeConfig::default());
-        s.ensure_lb("k", &svc("a"), &[node("n1")]).unwrap();
+        s.ensure_lb("k", &svc("a"), &set([node("n1")])).unwrap();
         s.instance_exists(&node("n1"));
         s.remove_instance("gone");
         let saved = s.persisted();
@@ -1447,7 +1460,7 @@ mod tests {
         assert!(!back.dirty, "a restored cloud has nothing to write");
         // The pool knows .2 is taken; the id index finds n1 by providerID.
         assert_eq!(
-            ip_of(back.ensure_lb("k", &svc("b"), &[]).unwrap()),
+            ip_of(back.ensure_lb("k", &svc("b"), &set([])).unwrap()),
             "192.0.2.3"
         );
         let by_id = NodeRef {

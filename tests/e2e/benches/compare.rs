@@ -601,7 +601,18 @@ async fn run_once(
         lb_create.total
     );
     let rss = settled_rss(&pids).await;
-    let each: Vec<String> = pids.iter().map(|p| format!("{:.1}", rss_mib(*p))).collect();
+    let each: Vec<String> = pids
+        .iter()
+        .map(|p| {
+            let (anon, file) = procfs::rss_anon_file_kib(*p);
+            format!(
+                "{:.1} (anon {:.1}, file {:.1})",
+                rss_mib(*p),
+                anon as f64 / 1024.0,
+                file as f64 / 1024.0
+            )
+        })
+        .collect();
     eprintln!(
         "  {} {}: rss {rss:.1} MiB ({} MiB by process)",
         imp.label(),

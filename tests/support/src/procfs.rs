@@ -6,10 +6,21 @@ use std::sync::OnceLock;
 
 /// VmRSS in KiB; 0 once the process is gone.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// VmRSS split into anonymous memory (heap, stacks) and file pages (the
+/// mapped binary and libraries), in KiB; 0s once the process is gone.
+pub fn rss_anon_file_kib(pid: u32) -> (u64, u64) {
+    (status_kib(pid, "RssAnon"), status_kib(pid, "RssFile"))
+}
+
+/// A `kB` field of /proc/<pid>/status; 0 once the process is gone.
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
