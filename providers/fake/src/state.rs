@@ -331,6 +331,10 @@ pub(crate) struct IpPool {
     first: u32,
     last: u32,
     used: BTreeSet<u32>,
+    /// Every address below it is used; it is free or past `last`. Keeps
+    /// finding the lowest free address from scanning the used ones (at
+    /// 5,000 load balancers, a quadratic cost).
+    lowest_free: u32,
 }
 
 impl IpPool {
@@ -357,6 +361,7 @@ impl IpPool {
             first: network + 2,
             last: broadcast - 1,
             used: BTreeSet::new(),
+            lowest_free: network + 2,
         })
     }
 
@@ -370,17 +375,28 @@ impl IpPool {
 
     fn take(&mut self, ip: Ipv4Addr) {
         self.used.insert(u32::from(ip));
+        while self.lowest_free <= self.last && self.used.contains(&self.lowest_free) {
+            self.lowest_free += 1;
+        }
     }
 
     fn release(&mut self, ip: Ipv4Addr) {
-        self.used.remove(&u32::from(ip));
+        let ip = u32::from(ip);
+        if self.used.remove(&ip) {
+            self.lowest_free = self.lowest_free.min(ip);
+        }
     }
 
-    /// The lowest free address, so allocation is deterministic.
+    /// The lowest free address (allocation is deterministic).
+    fn lowest_free(&self) -> Option<Ipv4Addr> {
+        (self.lowest_free <= self.last).then(|| Ipv4Addr::from(self.lowest_free))
+    }
+
+    #[cfg(test)]
     fn allocate(&mut self) -> Option<Ipv4Addr> {
-        let ip = (self.first..=self.last).find(|a| !self.used.contains(a))?;
-        self.used.insert(ip);
-        Some(Ipv4Addr::from(ip))
+        let ip = self.lowest_free()?;
+        self.take(ip);
+        Some(ip)
     }
 
     fn allocated(&self) -> Vec<Ipv4Addr> {
@@ -911,8 +927,7 @@ impl State {
         if let Some(ip) = from_status {
             return Ok(ip);
         }
-        let mut probe = self.pool.clone();
-        probe.allocate().ok_or_else(|| {
+        self.pool.lowest_free().ok_or_else(|| {
             ProviderError::quota_exceeded(format!(
                 "no free load balancer address in {}",
                 self.config.lb_ip_pool
@@ -1218,6 +1233,25 @@ mod tests {
         let p = IpPool::parse("192.0.2.77/24").unwrap();
         assert_eq!(Ipv4Addr::from(p.first), Ipv4Addr::new(192, 0, 2, 2));
         assert_eq!(Ipv4Addr::from(p.last), Ipv4Addr::new(192, 0, 2, 254));
+    }
+
+    #[test]
+    fn the_pool_hands_out_the_lowest_free_address() {
+        let ip = |d: u8| Ipv4Addr::new(10, 0, 0, d);
+        let mut p = IpPool::parse("10.0.0.0/29").unwrap(); // .2 - .6
+        p.take(ip(3));
+        assert_eq!(p.allocate(), Some(ip(2)));
+        assert_eq!(p.allocate(), Some(ip(4)), ".3 was taken by hand");
+        p.release(ip(3));
+        p.release(ip(3));
+        assert_eq!(p.lowest_free(), Some(ip(3)));
+        assert_eq!(p.allocate(), Some(ip(3)));
+        p.take(ip(5));
+        assert_eq!(p.allocate(), Some(ip(6)));
+        assert_eq!(p.allocate(), None);
+        p.release(ip(5));
+        assert_eq!(p.allocate(), Some(ip(5)));
+        assert_eq!(p.lowest_free(), None);
     }
 
     #[test]
