@@ -21,6 +21,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
+
+use crate::k8s::UnreadWrites;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
@@ -172,10 +174,10 @@ impl Recorder {
                 "series": { "count": count, "lastObservedTime": MicroTime(now) }
             });
             match events
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch_unread(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => {
+                Ok(()) => {
                     self.series.lock().remember(key, name, count, now);
                     return Ok(());
                 }
@@ -187,7 +189,9 @@ impl Recorder {
         }
         let created = self.new_event(event, regarding, now);
         let name = created.metadata.name.clone().unwrap_or_default();
-        events.create(&PostParams::default(), &created).await?;
+        events
+            .create_unread(&PostParams::default(), &created)
+            .await?;
         self.series.lock().remember(key, name, 1, now);
         Ok(())
     }
@@ -498,30 +502,23 @@ mod tests {
         let t0 = Timestamp::now();
         let at = |s: i64| t0 + SignedDuration::from_secs(s);
         let r = reference();
-        recorder
-            .publish_at(&event("Synced"), &r, at(0))
-            .await
-            .unwrap();
-        recorder
-            .publish_at(&event("Synced"), &r, at(1))
-            .await
-            .unwrap();
-        recorder
-            .publish_at(&event("Synced"), &r, at(2))
-            .await
-            .unwrap();
         let changed = ObjectReference {
             resource_version: Some("2".into()),
             ..reference()
         };
-        recorder
-            .publish_at(&event("Synced"), &changed, at(3))
-            .await
-            .unwrap();
-        recorder
-            .publish_at(&event("Other"), &r, at(4))
-            .await
-            .unwrap();
+        let sends = [
+            ("Synced", &r),
+            ("Synced", &r),
+            ("Synced", &r),
+            ("Synced", &changed),
+            ("Other", &r),
+        ];
+        for (i, (reason, regarding)) in (0..).zip(sends) {
+            recorder
+                .publish_at(&event(reason), regarding, at(i))
+                .await
+                .unwrap();
+        }
 
         let seen = seen.lock();
         let methods: Vec<&str> = seen.iter().map(|(m, _, _)| m.as_str()).collect();

@@ -3,9 +3,85 @@
 
 pub mod node;
 
+use std::fmt::Debug;
+
 use futures::{Stream, StreamExt};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use serde::Serialize;
+
+/// Writes whose answer nobody reads: the answer's status is checked (an
+/// error is the same `kube::Error` as kube's methods return), its body,
+/// the whole object as written, is not decoded. Our writes come back
+/// through the watches anyway; decoding each answer too was the largest
+/// single cost of a burst after the watches' own decoding.
+pub(crate) trait UnreadWrites {
+    /// `Api::patch` without decoding the answer.
+    async fn patch_unread<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()>;
+
+    /// `Api::patch_status` without decoding the answer.
+    async fn patch_status_unread<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()>;
+
+    /// `Api::create` without decoding the answer.
+    async fn create_unread<T: Serialize>(&self, pp: &PostParams, obj: &T) -> kube::Result<()>;
+}
+
+impl<K: kube::Resource + Clone> UnreadWrites for Api<K> {
+    async fn patch_unread<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()> {
+        let req = kube::core::Request::new(self.resource_url())
+            .patch(name, pp, patch)
+            .map_err(kube::Error::BuildRequest)?;
+        send_unread(self, req, "patch").await
+    }
+
+    async fn patch_status_unread<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()> {
+        let req = kube::core::Request::new(self.resource_url())
+            .patch_subresource("status", name, pp, patch)
+            .map_err(kube::Error::BuildRequest)?;
+        send_unread(self, req, "patch_status").await
+    }
+
+    async fn create_unread<T: Serialize>(&self, pp: &PostParams, obj: &T) -> kube::Result<()> {
+        let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+        let req = kube::core::Request::new(self.resource_url())
+            .create(pp, body)
+            .map_err(kube::Error::BuildRequest)?;
+        send_unread(self, req, "create").await
+    }
+}
+
+/// Sends `req` (named `verb` for kube's tracing, as its own methods name
+/// theirs) and checks the answer's status.
+async fn send_unread<K: kube::Resource + Clone>(
+    api: &Api<K>,
+    mut req: http::Request<Vec<u8>>,
+    verb: &'static str,
+) -> kube::Result<()> {
+    req.extensions_mut().insert(verb);
+    api.clone().into_client().request_text(req).await.map(drop)
+}
 
 /// The objects a reflected watch (`.reflect(writer)`) applies, each yielded
 /// only once the store has it: a relist's objects (`InitApply`) are held

@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 
 use super::context::Context;
 use super::request_id;
-use crate::k8s::node;
+use crate::k8s::{UnreadWrites, node};
 pub use decide::{Ownership, ownership, taints_for};
 
 /// The controller's state.
@@ -81,7 +81,7 @@ impl Lifecycle {
 /// Replaces the taint list, conditional on the resourceVersion we read.
 async fn set_taints(ctx: &Context, n: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
     Api::<Node>::all(ctx.client.clone())
-        .patch(
+        .patch_unread(
             node::name(n),
             &ctx.patch_params(),
             &Patch::Merge(json!({
@@ -90,7 +90,6 @@ async fn set_taints(ctx: &Context, n: &Node, taints: Vec<Taint>) -> Result<(), k
             })),
         )
         .await
-        .map(|_| ())
 }
 
 async fn delete(ctx: &Context, n: &Node) {

@@ -26,7 +26,7 @@ use decide::{Cidr, Plan, RouteNode};
 
 use super::context::Context;
 use super::request_id;
-use crate::k8s::node;
+use crate::k8s::{UnreadWrites, node};
 
 /// Cloud route operations in flight at most, as upstream.
 const MAX_IN_FLIGHT: usize = 200;
@@ -186,7 +186,7 @@ impl Routes {
             "lastHeartbeatTime": now,
         }]}});
         if let Err(e) = Api::<Node>::all(self.ctx.client.clone())
-            .patch_status(
+            .patch_status_unread(
                 node::name(n),
                 &self.ctx.patch_params(),
                 &Patch::Strategic(patch),

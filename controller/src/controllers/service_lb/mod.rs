@@ -40,6 +40,7 @@ use super::backoff::Backoff;
 use super::context::Context;
 use super::request_id;
 use super::workqueue::{self, Action};
+use crate::k8s::UnreadWrites;
 use decide::{SpecError, Standing};
 
 /// The backend loop starts its pass once the node set has been quiet this
@@ -302,10 +303,10 @@ impl Lb {
         let name = svc.metadata.name.as_deref().unwrap_or_default();
         match self
             .services_api(svc)
-            .patch_status(name, &self.ctx.patch_params(), &Patch::Strategic(patch))
+            .patch_status_unread(name, &self.ctx.patch_params(), &Patch::Strategic(patch))
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(()) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
             Err(e) => Err(kube_op(op)(e)),
         }
