@@ -29,12 +29,12 @@ testenv: testenv-bin ## Start a local control plane and print how to use it (Ctr
 	@hack/testenv.sh
 
 .PHONY: lint
-lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet, buf lint/format/breaking.
+lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet (and the testenv port picker's go test), buf lint/format/breaking.
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features client --locked -- -D warnings
 	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features server --locked -- -D warnings
-	cd tests/testenv && $(GO_ENV) go vet ./...
+	cd tests/testenv && $(GO_ENV) go vet ./... && $(GO_ENV) go test ./internal/...
 	hack/buf.sh
 
 .PHONY: test

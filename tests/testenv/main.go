@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ccm-rs/ccm-rs/tests/testenv/internal/ports"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"k8s.io/component-base/cli"
@@ -162,7 +163,7 @@ func run() error {
 	}
 	removeState = !reused
 
-	etcd, etcdClientPort, err := startEtcdOnFreePorts(dir, opts.etcdLog)
+	etcd, etcdClientPort, err := startEtcdOnFreePorts(dir, opts.etcdLog, apiPort)
 	if err != nil {
 		return err
 	}
@@ -339,21 +340,19 @@ func waitReady(ctx context.Context, st *state) error {
 	}
 }
 
-// startEtcdOnFreePorts starts etcd on two free loopback ports, and its
+// startEtcdOnFreePorts starts etcd on two free loopback ports other than
+// apiPort (chosen, and released, just before), and returns it and its
 // client port. A port found free can be taken by another process before
 // etcd binds it (tests start control planes and listeners concurrently), so
 // a bind that fails because the address is in use is retried on new ports.
-func startEtcdOnFreePorts(dir, logLevel string) (*embed.Etcd, int, error) {
+func startEtcdOnFreePorts(dir, logLevel string, apiPort int) (*embed.Etcd, int, error) {
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
-		clientPort, err := reservePort(0)
+		free, err := ports.Free(2, apiPort)
 		if err != nil {
 			return nil, 0, err
 		}
-		peerPort, err := reservePort(0)
-		if err != nil {
-			return nil, 0, err
-		}
+		clientPort, peerPort := free[0], free[1]
 		e, err := startEtcd(dir, clientPort, peerPort, logLevel)
 		if err == nil {
 			return e, clientPort, nil
