@@ -6,9 +6,9 @@
 //!
 //! [`Recorder`] writes them as events.k8s.io/v1 Events and turns a repeat
 //! into a series, as kube's `Recorder` does, with a bounded cache: kube's
-//! scans its whole cache on every Event and keeps each Event whole for six
-//! minutes, which at 5,000 Services was an eighth of the controller's CPU
-//! and grows memory with every Event.
+//! walks its whole cache on every Event (the controller's top symbol in a
+//! profile at 5,000 Services) and keeps each Event whole for six minutes
+//! (33 MiB of RSS once 5,000 Services had their load balancers).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,11 +21,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
-
-use crate::k8s::UnreadWrites;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
+
+use crate::k8s::UnreadWrites;
 
 /// Events waiting to be written, per controller (client-go's
 /// `maxQueuedEvents`).
