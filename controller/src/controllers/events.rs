@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
-use crate::k8s::UnreadWrites;
+use crate::k8s;
 
 /// Events waiting to be written, per controller (client-go's
 /// `maxQueuedEvents`).
@@ -130,7 +130,7 @@ const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
 /// How many distinct Events the series cache remembers (client-go's event
 /// correlator keeps 4,096). An Event forgotten early only starts a new
 /// Event where it would have extended a series.
-pub const SERIES_CAPACITY: usize = 4096;
+const SERIES_CAPACITY: usize = 4096;
 
 /// Writes Events for one reporting controller.
 pub struct Recorder {
@@ -173,10 +173,11 @@ impl Recorder {
             let patch = serde_json::json!({
                 "series": { "count": count, "lastObservedTime": MicroTime(now) }
             });
-            match events
-                .patch_unread(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
+            let patched = k8s::write_unread(&events, "patch", |r| {
+                r.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            })
+            .await;
+            match patched {
                 Ok(()) => {
                     self.series.lock().remember(key, name, count, now);
                     return Ok(());
@@ -189,9 +190,11 @@ impl Recorder {
         }
         let created = self.new_event(event, regarding, now);
         let name = created.metadata.name.clone().unwrap_or_default();
-        events
-            .create_unread(&PostParams::default(), &created)
-            .await?;
+        let body = serde_json::to_vec(&created).map_err(kube::Error::SerdeError)?;
+        k8s::write_unread(&events, "create", |r| {
+            r.create(&PostParams::default(), body)
+        })
+        .await?;
         self.series.lock().remember(key, name, 1, now);
         Ok(())
     }

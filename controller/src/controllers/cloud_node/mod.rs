@@ -28,7 +28,7 @@ use super::backoff::Backoff;
 use super::context::Context;
 use super::request_id;
 use super::workqueue::{self, Action};
-use crate::k8s::{UnreadWrites, node};
+use crate::k8s::{self, node};
 pub use decide::{InitChanges, InitError, desired_addresses, ga_label_fixes, init_changes};
 
 /// Why one Node could not be synced; retried with the Node's backoff.
@@ -202,9 +202,11 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
         },
         "spec": spec,
     });
-    Api::<Node>::all(ctx.client.clone())
-        .patch_unread(&name, &ctx.patch_params(), &Patch::Merge(patch))
-        .await?;
+    let nodes = Api::<Node>::all(ctx.client.clone());
+    k8s::write_unread(&nodes, "patch", |r| {
+        r.patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
+    })
+    .await?;
     state.initialised.lock().insert(uid(n).to_owned());
     tracing::info!(node = %name, "successfully initialized node with cloud provider");
     ctx.event(
@@ -254,13 +256,12 @@ async fn sync(n: &Node, state: &CloudNode) -> Result<Action, Error> {
     } else {
         let fixes = ga_label_fixes(n);
         if !fixes.is_empty() {
-            Api::<Node>::all(ctx.client.clone())
-                .patch_unread(
-                    node::name(n),
-                    &ctx.patch_params(),
-                    &Patch::Merge(json!({ "metadata": { "labels": fixes } })),
-                )
-                .await?;
+            let nodes = Api::<Node>::all(ctx.client.clone());
+            let patch = json!({ "metadata": { "labels": fixes } });
+            k8s::write_unread(&nodes, "patch", |r| {
+                r.patch(node::name(n), &ctx.patch_params(), &Patch::Merge(patch))
+            })
+            .await?;
         }
     }
     state.backoff.succeeded(node::name(n));

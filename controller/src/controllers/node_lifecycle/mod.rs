@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 
 use super::context::Context;
 use super::request_id;
-use crate::k8s::{UnreadWrites, node};
+use crate::k8s::{self, node};
 pub use decide::{Ownership, ownership, taints_for};
 
 /// The controller's state.
@@ -80,16 +80,15 @@ impl Lifecycle {
 
 /// Replaces the taint list, conditional on the resourceVersion we read.
 async fn set_taints(ctx: &Context, n: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
-    Api::<Node>::all(ctx.client.clone())
-        .patch_unread(
-            node::name(n),
-            &ctx.patch_params(),
-            &Patch::Merge(json!({
-                "metadata": { "resourceVersion": n.metadata.resource_version },
-                "spec": { "taints": taints },
-            })),
-        )
-        .await
+    let patch = json!({
+        "metadata": { "resourceVersion": n.metadata.resource_version },
+        "spec": { "taints": taints },
+    });
+    let nodes = Api::<Node>::all(ctx.client.clone());
+    k8s::write_unread(&nodes, "patch", |r| {
+        r.patch(node::name(n), &ctx.patch_params(), &Patch::Merge(patch))
+    })
+    .await
 }
 
 async fn delete(ctx: &Context, n: &Node) {

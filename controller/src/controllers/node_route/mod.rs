@@ -26,7 +26,7 @@ use decide::{Cidr, Plan, RouteNode};
 
 use super::context::Context;
 use super::request_id;
-use crate::k8s::{UnreadWrites, node};
+use crate::k8s::{self, node};
 
 /// Cloud route operations in flight at most, as upstream.
 const MAX_IN_FLIGHT: usize = 200;
@@ -185,14 +185,13 @@ impl Routes {
             "lastTransitionTime": now,
             "lastHeartbeatTime": now,
         }]}});
-        if let Err(e) = Api::<Node>::all(self.ctx.client.clone())
-            .patch_status_unread(
-                node::name(n),
-                &self.ctx.patch_params(),
-                &Patch::Strategic(patch),
-            )
-            .await
-        {
+        let nodes = Api::<Node>::all(self.ctx.client.clone());
+        let written = k8s::write_unread(&nodes, "patch_status", |r| {
+            let pp = self.ctx.patch_params();
+            r.patch_subresource("status", node::name(n), &pp, &Patch::Strategic(patch))
+        })
+        .await;
+        if let Err(e) = written {
             tracing::warn!(node = node::name(n), error = %e, "could not update the NetworkUnavailable condition");
         }
     }

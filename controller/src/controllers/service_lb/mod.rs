@@ -40,7 +40,6 @@ use super::backoff::Backoff;
 use super::context::Context;
 use super::request_id;
 use super::workqueue::{self, Action};
-use crate::k8s::UnreadWrites;
 use decide::{SpecError, Standing};
 
 /// The backend loop starts its pass once the node set has been quiet this
@@ -301,11 +300,16 @@ impl Lb {
         op: &'static str,
     ) -> Result<bool, SyncError> {
         let name = svc.metadata.name.as_deref().unwrap_or_default();
-        match self
-            .services_api(svc)
-            .patch_status_unread(name, &self.ctx.patch_params(), &Patch::Strategic(patch))
-            .await
-        {
+        let written = crate::k8s::write_unread(&self.services_api(svc), "patch_status", |r| {
+            r.patch_subresource(
+                "status",
+                name,
+                &self.ctx.patch_params(),
+                &Patch::Strategic(patch),
+            )
+        })
+        .await;
+        match written {
             Ok(()) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
             Err(e) => Err(kube_op(op)(e)),
