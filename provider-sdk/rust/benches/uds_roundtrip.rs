@@ -8,7 +8,7 @@
 //! calls in flight. To show where the time goes, the same sequential
 //! measurement is made without the SDK's client (tonic's generated client on
 //! a plain `Channel`, to the same SDK server) and for a bare 64-byte echo to
-//! the other process (the floor: two wake-ups across processes). A
+//! the other process (two wake-ups across processes and nothing else). A
 //! benchmark, not a test: it asserts nothing about speed.
 
 use std::path::{Path, PathBuf};
@@ -199,7 +199,8 @@ async fn measure() {
     })
     .await;
 
-    // The floor: 64 bytes to the other process's echo and back.
+    // Two wake-ups and nothing else: 64 bytes to the other process's echo
+    // and back.
     let near = tokio::sync::Mutex::new(connect(&dir.path().join("echo.sock")).await);
     sequential("64-byte echo to the other process", n, || async {
         let mut s = near.lock().await;

@@ -604,12 +604,13 @@ async fn run_once(
     let each: Vec<String> = pids
         .iter()
         .map(|p| {
-            let (anon, file) = procfs::rss_anon_file_kib(*p);
+            let r = procfs::rss(*p);
+            let mib = |kib: u64| kib as f64 / 1024.0;
             format!(
                 "{:.1} (anon {:.1}, file {:.1})",
-                rss_mib(*p),
-                anon as f64 / 1024.0,
-                file as f64 / 1024.0
+                mib(r.total_kib),
+                mib(r.anon_kib),
+                mib(r.file_kib)
             )
         })
         .collect();

@@ -6,23 +6,34 @@ use std::sync::OnceLock;
 
 /// VmRSS in KiB; 0 once the process is gone.
 pub fn rss_kib(pid: u32) -> u64 {
-    status_kib(pid, "VmRSS")
+    rss(pid).total_kib
 }
 
-/// VmRSS split into anonymous memory (heap, stacks) and file pages (the
-/// mapped binary and libraries), in KiB; 0s once the process is gone.
-pub fn rss_anon_file_kib(pid: u32) -> (u64, u64) {
-    (status_kib(pid, "RssAnon"), status_kib(pid, "RssFile"))
+/// A process's resident memory, from one read of /proc/<pid>/status; 0s
+/// once the process is gone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rss {
+    pub total_kib: u64,
+    /// Anonymous memory: heap and stacks.
+    pub anon_kib: u64,
+    /// File pages: the mapped binary and libraries.
+    pub file_kib: u64,
 }
 
-/// A `kB` field of /proc/<pid>/status; 0 once the process is gone.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+pub fn rss(pid: u32) -> Rss {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Rss {
+        total_kib: field("VmRSS"),
+        anon_kib: field("RssAnon"),
+        file_kib: field("RssFile"),
+    }
 }
 
 /// User plus system CPU time so far, in seconds; 0 once the process is gone.
