@@ -79,7 +79,19 @@ step "network namespace: a private one (unshare -rn); loopback only"
 ip -brief addr show lo | sed 's/^/  /'
 
 step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1 (log: $work/apiserver.log)"
-"$bin/ccm-testenv" --data-dir "$work/apiserver" >"$work/ready.json" 2>"$work/apiserver.log" &
+# The apiserver's audit log records every write (metadata only): the
+# steady-state step counts the controller's writes from it.
+cat >"$work/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+EOF
+"$bin/ccm-testenv" --data-dir "$work/apiserver" -- --audit-policy-file="$work/audit-policy.yaml" \
+  --audit-log-path="$work/audit.log" --audit-log-format=json >"$work/ready.json" 2>"$work/apiserver.log" &
 pids+=($!)
 wait_until "apiserver ready" 120 grep -q ready "$work/ready.json"
 export KUBECONFIG=$work/apiserver/kubeconfig
@@ -179,7 +191,8 @@ admin_port=$(free_port)
 step "controller: cloud-controller-manager (log: $work/controller.log; admin on :$admin_port); watching the nodes"
 "$ccm_bin/cloud-controller-manager" --kubeconfig "$work/ccm.kubeconfig" \
   --provider-endpoint "unix://$work/provider.sock" --cloud-provider=external \
-  --node-monitor-period=1s --cluster-cidr=10.244.0.0/16 --secure-port=0 --admin-port="$admin_port" --bind-address=127.0.0.1 >"$work/controller.log" 2>&1 &
+  --node-monitor-period=1s --route-reconciliation-period=2s --node-status-update-frequency=2s \
+  --cluster-cidr=10.244.0.0/16 --secure-port=0 --admin-port="$admin_port" --bind-address=127.0.0.1 >"$work/controller.log" 2>&1 &
 pids+=($!)
 
 watch_nodes
@@ -292,6 +305,62 @@ kernel_routes | sed 's/^/  /'
 wait_until "answers only from demo-node-1" 60 answered_only_by demo-node-1
 echo "$ 12 x curl http://$vip/"
 who_answers 12
+
+step "steady state: 8 s of kubelet heartbeats and nothing else; zero provider mutations, zero controller writes"
+# Provider calls by method, from the controller's metrics (all codes).
+calls() {
+  curl -sf "http://127.0.0.1:$admin_port/metrics" |
+    awk -v m="method=\"$1\"" 'index($0, "ccm_provider_request_duration_seconds_count{") == 1 && index($0, m) {s += $NF} END {print s + 0}'
+}
+mutating=(EnsureLoadBalancer UpdateLoadBalancer EnsureLoadBalancerDeleted CreateRoute DeleteRoute)
+declare -A before
+for m in "${mutating[@]}" ListRoutes InstanceMetadata; do before[$m]=$(calls "$m"); done
+# The controller's writes in the audit log since $1, leaving out its own
+# leader Lease.
+ccm_writes() {
+  python3 - "$work/audit.log" system:serviceaccount:kube-system:cloud-controller-manager "$1" <<'EOF'
+import json, sys
+path, user, since = sys.argv[1], sys.argv[2], sys.argv[3]
+for line in open(path):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    ref = e.get("objectRef", {})
+    if (e.get("stage") == "ResponseComplete" and e["user"].get("username") == user
+            and e["requestReceivedTimestamp"] >= since and ref.get("resource") != "leases"):
+        print(" ", e["verb"], e["requestURI"], e.get("responseStatus", {}).get("code"))
+EOF
+}
+quiet_from=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)
+for _ in $(seq 8); do
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for n in demo-node-1 demo-node-2; do
+    k patch node "$n" --subresource=status --type=strategic \
+      -p '{"status":{"conditions":[{"type":"Ready","lastHeartbeatTime":"'"$now"'"}]}}' >/dev/null
+  done
+  sleep 1
+done
+# A marker write by the admin: once it is in the audit log, so is every
+# request answered before it.
+k create configmap demo-audit-marker -n default >/dev/null
+wait_until "the audit log caught up" 30 grep -q demo-audit-marker "$work/audit.log"
+writes=$(ccm_writes "$quiet_from")
+mutations=0
+for m in "${mutating[@]}"; do
+  d=$(($(calls "$m") - before[$m]))
+  mutations=$((mutations + d))
+  ((d == 0)) || echo "  $m: $d calls"
+done
+echo "  provider reads meanwhile: ListRoutes +$(($(calls ListRoutes) - before[ListRoutes])), InstanceMetadata +$(($(calls InstanceMetadata) - before[InstanceMetadata]))"
+echo "  provider mutations: $mutations; controller writes: $(grep -c . <<<"$writes" || true)"
+if ((mutations != 0)) || [[ -n $writes ]]; then
+  [[ -z $writes ]] || echo "$writes" >&2
+  echo "demo: the controller was not quiet in steady state (see above; $work/controller.log)" >&2
+  exit 1
+fi
+# The periodic passes ran meanwhile: quiet by decision, not by idling.
+(($(calls ListRoutes) > before[ListRoutes] && $(calls InstanceMetadata) > before[InstanceMetadata]))
 
 step "provider metrics (http://127.0.0.1:$provider_metrics/metrics, excerpt)"
 curl -sf "http://127.0.0.1:$provider_metrics/metrics" | grep -E '^local_(lb_connections_total|lb_rejected_total\{[^}]*reason="rate"|lb_backend_healthy|routes|load_balancers)' | sed 's/^/  /'

@@ -62,6 +62,19 @@ impl Method {
         Method::GetVolumeLabels,
     ];
 
+    /// Whether the call changes the cloud: what a converged controller
+    /// must not send while nothing changes.
+    pub fn mutates(self) -> bool {
+        matches!(
+            self,
+            Method::EnsureLoadBalancer
+                | Method::UpdateLoadBalancer
+                | Method::EnsureLoadBalancerDeleted
+                | Method::CreateRoute
+                | Method::DeleteRoute
+        )
+    }
+
     /// The RPC name.
     pub fn as_str(self) -> &'static str {
         match self {

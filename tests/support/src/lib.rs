@@ -15,9 +15,11 @@
 //! Set `CCM_TEST_KUBECONFIG` to run against an already running control plane
 //! (for example one started by `make testenv`) instead of starting one.
 
+pub mod audit;
 pub mod fixtures;
 pub mod poll;
 pub mod procfs;
+pub mod steady;
 
 pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
 pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
@@ -59,6 +61,9 @@ pub struct TestEnv {
     url: String,
     /// Present when this process started the control plane.
     pid: Option<u32>,
+    /// Its audit log of writes: always for a control plane this process
+    /// started; for `CCM_TEST_KUBECONFIG`, when `CCM_TEST_AUDIT_LOG` names it.
+    audit: Option<audit::AuditLog>,
 }
 
 static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
@@ -91,14 +96,20 @@ impl TestEnv {
                 kubeconfig: path,
                 url,
                 pid: None,
+                audit: std::env::var_os("CCM_TEST_AUDIT_LOG").map(audit::AuditLog::at),
             });
         }
-        let (child, ready) = spawn_testenv(&testenv_binary()?, &[])?;
+        let audit_dir = log_dir()?.join(unique_name("audit"));
+        let (flags, audit) = audit::apiserver_flags(&audit_dir)?;
+        let mut args = vec!["--"];
+        args.extend(flags.iter().map(String::as_str));
+        let (child, ready) = spawn_testenv(&testenv_binary()?, &args)?;
         *CHILD.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
         Ok(TestEnv {
             kubeconfig: ready.kubeconfig,
             url: ready.url,
             pid: Some(ready.pid),
+            audit: Some(audit),
         })
     }
 
@@ -107,10 +118,27 @@ impl TestEnv {
     /// their own apiserver, e.g. to restart it or to have two clusters.
     pub fn attach(ready: &ReadyLine) -> TestEnv {
         TestEnv {
+            audit: None,
             kubeconfig: ready.kubeconfig.clone(),
             url: ready.url.clone(),
             pid: Some(ready.pid),
         }
+    }
+
+    /// The control plane's audit log of writes (see [`audit`]).
+    pub fn audit_log(&self) -> anyhow::Result<&audit::AuditLog> {
+        self.audit.as_ref().ok_or_else(|| {
+            anyhow!(
+                "no audit log: with CCM_TEST_KUBECONFIG, set CCM_TEST_AUDIT_LOG to the apiserver's audit log (`make testenv` prints it)"
+            )
+        })
+    }
+
+    /// This handle with the audit log its control plane was started with
+    /// ([`audit::apiserver_flags`]).
+    pub fn with_audit_log(mut self, log: audit::AuditLog) -> TestEnv {
+        self.audit = Some(log);
+        self
     }
 
     pub fn kubeconfig(&self) -> &Path {
@@ -325,8 +353,7 @@ pub fn testenv_binary() -> anyhow::Result<PathBuf> {
 /// The child gets SIGTERM if the thread that spawned it dies, so it is spawned
 /// from a thread that lives as long as the process.
 pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyLine)> {
-    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/testenv/logs");
-    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+    let log_dir = log_dir()?;
     let log_path = log_dir.join(format!("{}.log", unique_name("ccm-testenv")));
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
@@ -378,6 +405,13 @@ pub fn spawn_testenv(bin: &Path, args: &[&str]) -> anyhow::Result<(Child, ReadyL
             )
         }
     }
+}
+
+/// `target/testenv/logs/`, where control planes' logs go.
+pub fn log_dir() -> anyhow::Result<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/testenv/logs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// What a failed ccm-testenv start printed, cause first: a Go panic's stack

@@ -212,6 +212,33 @@ impl Harness {
             .unwrap();
     }
 
+    /// The user the controller acts as.
+    pub fn controller_user(&self) -> String {
+        format!("system:serviceaccount:{}:cloud-controller-manager", self.ns)
+    }
+
+    /// After convergence: `length` of kubelet heartbeats on `nodes` and
+    /// nothing else changing. Returns what the provider was asked and what
+    /// the controller wrote meanwhile (from the apiserver's audit log).
+    pub async fn quiet_window(&self, nodes: &[&str], length: std::time::Duration) -> Quiet {
+        let nodes: Vec<String> = nodes.iter().map(|s| s.to_string()).collect();
+        let window = ccm_testsupport::steady::kubelet_heartbeats(&self.admin, &nodes, length)
+            .await
+            .unwrap();
+        let audit = TestEnv::get().audit_log().unwrap();
+        audit.sync(&self.admin).await.unwrap();
+        let writes = audit
+            .writes_by(&self.controller_user(), window.from, window.to)
+            .unwrap();
+        let calls = self
+            .fake
+            .calls()
+            .into_iter()
+            .filter(|c| window.contains_unix_ms(c.started_unix_ms))
+            .collect();
+        Quiet { calls, writes }
+    }
+
     /// Polls the Node until `done` holds (or it is gone, if `done(None)`).
     pub async fn wait_for(
         &self,
@@ -228,6 +255,48 @@ impl Harness {
             }
         })
         .await
+    }
+}
+
+/// What happened during a [`Harness::quiet_window`].
+#[derive(Debug)]
+pub struct Quiet {
+    /// The provider calls that arrived in the window.
+    pub calls: Vec<ccm_fake_provider::CallRecord>,
+    /// The controller's writes to the apiserver in the window.
+    pub writes: Vec<ccm_testsupport::audit::Write>,
+}
+
+impl Quiet {
+    pub fn count(&self, method: ccm_fake_provider::Method) -> usize {
+        self.calls.iter().filter(|c| c.method == method).count()
+    }
+
+    /// Zero provider mutations and zero controller writes; `reads` are
+    /// methods the window must have seen at least once, so the controllers
+    /// were awake and chose to do nothing.
+    pub fn assert_quiet(&self, reads: &[ccm_fake_provider::Method]) {
+        let mutations: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|c| c.method.mutates())
+            .map(|c| format!("{} ({})", c.method.as_str(), c.request_id))
+            .collect();
+        let writes: Vec<String> = self.writes.iter().map(|w| w.to_string()).collect();
+        assert!(
+            mutations.is_empty() && writes.is_empty(),
+            "a quiet window must make no provider mutations and no controller writes; got {} mutations: {mutations:#?}\nand {} writes: {writes:#?}",
+            mutations.len(),
+            writes.len()
+        );
+        for m in reads {
+            assert!(
+                self.count(*m) > 0,
+                "expected at least one {} call in the quiet window (the controller must still be working); calls: {:?}",
+                m.as_str(),
+                self.calls.iter().map(|c| c.method.as_str()).collect::<Vec<_>>()
+            );
+        }
     }
 }
 
