@@ -18,6 +18,8 @@ use crate::process::{Apiserver, repo};
 
 /// The finalizer the service-lb-controller puts on Services it ensured.
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+/// Who the controller acts as in every cluster.
+pub const CONTROLLER_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
 
 pub struct Cluster {
     /// The controller's `--cluster-name`.

@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ccm_fake_provider::{LoadBalancer, StateDump};
+use ccm_fake_provider::{CallRecord, LoadBalancer, StateDump};
 use ccm_testsupport::poll_until;
+use ccm_testsupport::steady::kubelet_heartbeats;
 
 use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, wants_lb};
 use crate::process::Provider;
@@ -104,6 +105,79 @@ pub async fn settle(
     let started = Instant::now();
     let c = poll_until(within, POLL, || census(cluster, provider), Census::clean).await;
     (c, started.elapsed())
+}
+
+/// What a quiet window after convergence saw.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    pub mutations: Vec<String>,
+    pub writes: Vec<String>,
+}
+
+/// How long the provider must see no mutation before the quiet window
+/// starts: work the faults left (a retry after backoff) finishes first.
+const LULL: Duration = Duration::from_secs(3);
+/// The quiet window: several of every periodic pass.
+const QUIET: Duration = Duration::from_secs(6);
+
+/// The provider calls logged so far.
+async fn calls(provider: &Provider) -> Vec<CallRecord> {
+    let (code, body) = provider.admin("GET", "/calls", None).await;
+    assert_eq!(code, 200, "GET /calls: {body}");
+    serde_json::from_value(body).expect("the fake's call log")
+}
+
+/// After convergence: waits (up to `within`) for a [`LULL`] without
+/// provider mutations, then for [`QUIET`] every Node heartbeats as a
+/// kubelet does and nothing else changes. What the controller (acting as
+/// `user`) mutated in the cloud or wrote to the apiserver meanwhile is
+/// returned: in steady state, nothing.
+pub async fn quiet(cluster: &Cluster, provider: &Provider, user: &str, within: Duration) -> Quiet {
+    let nodes: Vec<String> = cluster
+        .all_nodes()
+        .await
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let deadline = Instant::now() + within;
+    loop {
+        let last = calls(provider)
+            .await
+            .into_iter()
+            .filter(|c| c.method.mutates())
+            .map(|c| c.started_unix_ms)
+            .max()
+            .unwrap_or(0);
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .saturating_sub(Duration::from_millis(last));
+        if since >= LULL || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let window = kubelet_heartbeats(&cluster.admin, &nodes, QUIET)
+        .await
+        .expect("kubelet heartbeats");
+    let audit = &cluster.apiserver.audit;
+    audit.sync(&cluster.admin).await.expect("audit log sync");
+    let writes = audit
+        .writes_by(user, window.from, window.to)
+        .expect("reading the audit log")
+        .into_iter()
+        // Renewing its own leader Lease is the one write a leader makes
+        // while nothing changes.
+        .filter(|w| w.resource != "leases")
+        .map(|w| w.to_string())
+        .collect();
+    let mutations = calls(provider)
+        .await
+        .into_iter()
+        .filter(|c| c.method.mutates() && window.contains_unix_ms(c.started_unix_ms))
+        .map(|c| format!("{} ({})", c.method.as_str(), c.request_id))
+        .collect();
+    Quiet { mutations, writes }
 }
 
 /// Deletes every Service that wants a load balancer or holds our
@@ -233,6 +307,10 @@ pub struct Tally {
     pub finalizers_stuck: usize,
     pub nodes_wrongly_deleted: usize,
     pub foreign_lbs_touched: usize,
+    /// Provider mutations in the quiet window after convergence.
+    pub quiet_mutations: usize,
+    /// Controller writes to the apiserver in that window.
+    pub quiet_writes: usize,
     /// Scenario-specific figures, printed after the counts.
     pub extra: Vec<(String, String)>,
     /// What each nonzero count is made of, for the failure message.
@@ -284,9 +362,20 @@ impl Tally {
         }
     }
 
+    pub fn quiet(&mut self, q: &Quiet) {
+        self.quiet_mutations += q.mutations.len();
+        self.quiet_writes += q.writes.len();
+        for m in &q.mutations {
+            self.details.push(format!("quiet window: provider mutation {m}"));
+        }
+        for w in &q.writes {
+            self.details.push(format!("quiet window: controller write {w}"));
+        }
+    }
+
     pub fn line(&self) -> String {
         let mut s = format!(
-            "chaos {}: services={} lbs_leaked={} lbs_missing={} finalizers_stuck={} nodes_wrongly_deleted={} foreign_lbs_touched={} kills={}",
+            "chaos {}: services={} lbs_leaked={} lbs_missing={} finalizers_stuck={} nodes_wrongly_deleted={} foreign_lbs_touched={} quiet_mutations={} quiet_writes={} kills={}",
             self.scenario,
             self.services,
             self.lbs_leaked,
@@ -294,6 +383,8 @@ impl Tally {
             self.finalizers_stuck,
             self.nodes_wrongly_deleted,
             self.foreign_lbs_touched,
+            self.quiet_mutations,
+            self.quiet_writes,
             self.kills
         );
         for (k, v) in &self.extra {
@@ -317,7 +408,9 @@ impl Tally {
             + self.lbs_missing
             + self.finalizers_stuck
             + self.nodes_wrongly_deleted
-            + self.foreign_lbs_touched;
+            + self.foreign_lbs_touched
+            + self.quiet_mutations
+            + self.quiet_writes;
         (bad > 0 || !self.details.is_empty())
             .then(|| format!("{}\n{}\nlogs: {logs}", self.line(), self.details.join("\n")))
     }

@@ -30,7 +30,8 @@ use ccm_provider_sdk::proto::{
 };
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 
-pub use cluster::Cluster;
+pub use cluster::{CONTROLLER_USER, Cluster};
+use ccm_testsupport::steady::kubelet_ready;
 pub use count::Tally;
 pub use process::{Controller, Provider};
 
@@ -236,11 +237,21 @@ impl World {
     /// then the line is printed and every count must be 0.
     pub async fn finish(mut self, nodes: &[String]) {
         self.controller.assert_running();
+        // The kubelets are up: every Node posts Ready, so the quiet window
+        // below only renews it.
+        for n in self.cluster.all_nodes().await {
+            let name = n.metadata.name.unwrap_or_default();
+            kubelet_ready(&self.cluster.admin, &name)
+                .await
+                .unwrap_or_else(|e| panic!("posting Ready for {name}: {e}"));
+        }
         let (c, took) = count::settle(&self.cluster, &self.provider, SETTLE).await;
         self.tally.census("converged", &c);
         self.tally.extra("settled_ms", took.as_millis());
         let wrong = count::wrongly_deleted(&self.cluster, &self.provider, nodes).await;
         self.tally.wrongly_deleted(&wrong);
+        let q = count::quiet(&self.cluster, &self.provider, CONTROLLER_USER, SETTLE).await;
+        self.tally.quiet(&q);
         let c = count::teardown(&self.cluster, &self.provider, SETTLE).await;
         self.tally.census("teardown", &c);
         let after = count::foreign(&self.provider.state().await, &[Self::CLUSTER]);

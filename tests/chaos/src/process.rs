@@ -10,8 +10,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::StateDump;
+use ccm_testsupport::audit::AuditLog;
 use ccm_testsupport::{
-    ReadyLine, TestEnv, built_binary, eventually_within, spawn_testenv, testenv_binary,
+    ReadyLine, TestEnv, audit, built_binary, eventually_within, spawn_testenv, testenv_binary,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -196,30 +197,37 @@ pub struct Apiserver {
     child: Option<Child>,
     pub ready: ReadyLine,
     dir: PathBuf,
+    /// Every write, kept across restarts (beside the data directory).
+    pub audit: AuditLog,
 }
 
-async fn spawn_apiserver(dir: &Path) -> (Child, ReadyLine) {
+async fn spawn_apiserver(dir: &Path) -> (Child, ReadyLine, AuditLog) {
+    let (flags, audit) = audit::apiserver_flags(&dir.with_extension("audit")).unwrap();
     let dir = dir.to_str().expect("a UTF-8 path").to_owned();
-    tokio::task::spawn_blocking(move || {
-        spawn_testenv(&testenv_binary()?, &["--data-dir", &dir, "--keep"])
+    let (child, ready) = tokio::task::spawn_blocking(move || {
+        let mut args = vec!["--data-dir", &dir, "--keep", "--"];
+        args.extend(flags.iter().map(String::as_str));
+        spawn_testenv(&testenv_binary()?, &args)
     })
     .await
     .unwrap()
-    .expect("starting ccm-testenv")
+    .expect("starting ccm-testenv");
+    (child, ready, audit)
 }
 
 impl Apiserver {
     pub async fn start(dir: PathBuf) -> Apiserver {
-        let (child, ready) = spawn_apiserver(&dir).await;
+        let (child, ready, audit) = spawn_apiserver(&dir).await;
         Apiserver {
             child: Some(child),
             ready,
             dir,
+            audit,
         }
     }
 
     pub fn env(&self) -> TestEnv {
-        TestEnv::attach(&self.ready)
+        TestEnv::attach(&self.ready).with_audit_log(self.audit.clone())
     }
 
     /// SIGTERM, then a new apiserver on the same data; how long it was
@@ -234,7 +242,7 @@ impl Apiserver {
         .unwrap()
         .unwrap();
         assert!(status.success(), "ccm-testenv stopped cleanly: {status}");
-        let (child, ready) = spawn_apiserver(&self.dir).await;
+        let (child, ready, _) = spawn_apiserver(&self.dir).await;
         assert!(ready.reused, "the data directory is reused");
         assert_eq!(ready.url, self.ready.url, "on the same port");
         self.child = Some(child);
@@ -249,6 +257,7 @@ impl Drop for Apiserver {
             let _ = ccm_testsupport::terminate(&mut child, Duration::from_secs(30));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(self.dir.with_extension("audit"));
     }
 }
 

@@ -61,3 +61,22 @@ pub async fn kubelet_heartbeats(
         to: SystemTime::now(),
     })
 }
+
+/// Posts `Ready=True` for `name` as a kubelet does once it is up (before a
+/// quiet window: [`kubelet_heartbeats`] then only renews it).
+pub async fn kubelet_ready(admin: &Client, name: &str) -> anyhow::Result<()> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let patch = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    let pp = PatchParams {
+        field_manager: Some("kubelet".into()),
+        ..Default::default()
+    };
+    Api::<Node>::all(admin.clone())
+        .patch_status(name, &pp, &Patch::Strategic(patch))
+        .await?;
+    Ok(())
+}
