@@ -35,7 +35,10 @@ fn init_logging(
             )
             .init(),
         LogFormat::Plain => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(cloud_controller_manager::telemetry::plain_layer(
+                std::io::stderr,
+                cloud_controller_manager::telemetry::stderr_is_a_colour_terminal(),
+            ))
             .init(),
     }
     Ok(provider)

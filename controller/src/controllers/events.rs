@@ -207,13 +207,12 @@ impl Recorder {
             reason: Some(ev.reason.clone()),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
-            note: ev.note.clone(),
+            note: ev.note.as_deref().map(bounded_note),
             metadata: ObjectMeta {
                 namespace: regarding.namespace.clone(),
-                name: Some(format!(
-                    "{}.{:x}",
+                name: Some(event_name(
                     regarding.name.as_ref().unwrap_or(controller),
-                    now.as_nanosecond()
+                    now.as_nanosecond(),
                 )),
                 ..Default::default()
             },
@@ -235,6 +234,82 @@ impl Recorder {
             ..Default::default()
         }
     }
+}
+
+/// The longest note the API server takes (its `NoteLengthLimit`, in
+/// bytes).
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// What a cut note ends with (upstream's, e.g. the scheduler's
+/// `truncateMessage`).
+const CUT_NOTE_SUFFIX: &str = " ...";
+
+/// `note`, or, when the API server would refuse it as too long, its start
+/// cut at a character boundary and marked as upstream marks it. A cut
+/// Event still says what happened; a refused one says nothing.
+fn bounded_note(note: &str) -> String {
+    if note.len() <= MAX_NOTE_BYTES {
+        return note.to_owned();
+    }
+    let mut end = MAX_NOTE_BYTES - CUT_NOTE_SUFFIX.len();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT_NOTE_SUFFIX}", &note[..end])
+}
+
+/// The longest object name the API server takes (a DNS subdomain).
+const MAX_NAME_BYTES: usize = 253;
+
+/// The name of a new Event about the object named `regarding`: upstream's
+/// `<name>.<hex nanoseconds>` whenever that is a valid name. Otherwise (a
+/// 253-character Node name leaves no room for the suffix) upstream falls
+/// back to a random UUID; here the name keeps what fits of the object's
+/// name, made valid, plus a hash of the whole name, so Events about two
+/// objects whose names share a long start still get distinct names.
+fn event_name(regarding: &str, nanos: i128) -> String {
+    let name = format!("{regarding}.{nanos:x}");
+    if is_dns_subdomain(&name) {
+        return name;
+    }
+    let hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        regarding.hash(&mut h);
+        h.finish()
+    };
+    let suffix = format!("{hash:016x}.{nanos:x}");
+    let room = MAX_NAME_BYTES - suffix.len() - 1;
+    // Only [a-z0-9.-] is valid; each label starts and ends alphanumeric.
+    let prefix: String = regarding
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '.' | '-') => c,
+            _ => '-',
+        })
+        .take(room)
+        .collect();
+    let prefix = prefix.trim_matches(['.', '-']);
+    let name = format!("{prefix}-{suffix}");
+    if !prefix.is_empty() && is_dns_subdomain(&name) {
+        return name;
+    }
+    // A prefix with empty or dash-ended labels ("a..b", "a-.b").
+    suffix
+}
+
+/// Whether `name` is a valid DNS subdomain (RFC 1123), as the API server
+/// checks Event names.
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= MAX_NAME_BYTES
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
 }
 
 /// What makes two Events the same Event (kube's key: the reporter is the
@@ -625,6 +700,147 @@ mod tests {
         let (live, places) = cache.len();
         assert_eq!(live, 2);
         assert!(places <= 4, "{places} places kept for 2 Events");
+    }
+
+    fn event_with_note(note: String) -> Event {
+        Event {
+            note: Some(note),
+            ..event("SyncLoadBalancerFailed")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_note_is_cut_to_what_the_api_server_takes_and_its_repeats_are_a_series() {
+        let (client, seen, _) = recording_api();
+        let recorder = recorder(client);
+        // 1.5 KB of provider error, two-byte characters across the cut.
+        let long = format!("provider said: {}", "\u{e9}".repeat(750));
+        for _ in 0..2 {
+            recorder
+                .publish(&event_with_note(long.clone()), &reference())
+                .await
+                .unwrap();
+        }
+        let exact = "n".repeat(MAX_NOTE_BYTES);
+        let r = ObjectReference {
+            name: Some("other".into()),
+            ..reference()
+        };
+        recorder
+            .publish(&event_with_note(exact.clone()), &r)
+            .await
+            .unwrap();
+
+        let seen = seen.lock();
+        let methods: Vec<&str> = seen.iter().map(|(m, _, _)| m.as_str()).collect();
+        assert_eq!(methods, ["POST", "PATCH", "POST"], "the repeat is a series");
+        let note = seen[0].2["note"].as_str().unwrap();
+        assert!(note.len() <= MAX_NOTE_BYTES, "{} bytes", note.len());
+        assert!(note.ends_with(" ..."), "marked as cut: {note}");
+        let kept = note.strip_suffix(" ...").unwrap();
+        assert!(long.starts_with(kept), "the note's start is kept");
+        assert!(
+            kept.len() > MAX_NOTE_BYTES - 8,
+            "cut no shorter than needed"
+        );
+        assert_eq!(seen[2].2["note"], exact, "a note that fits is whole");
+    }
+
+    #[test]
+    fn a_note_is_cut_on_a_character_boundary() {
+        for width in 1..=4 {
+            let c = ['a', '\u{e9}', '\u{20ac}', '\u{1f600}'][width - 1];
+            for extra in 0..4 {
+                let note = format!("{}{}", "x".repeat(extra), c.to_string().repeat(1100));
+                let cut = bounded_note(&note);
+                assert!(
+                    cut.len() <= MAX_NOTE_BYTES,
+                    "{width}/{extra}: {}",
+                    cut.len()
+                );
+                assert!(cut.len() > MAX_NOTE_BYTES - 4 - width, "{width}/{extra}");
+                assert!(note.starts_with(cut.strip_suffix(CUT_NOTE_SUFFIX).unwrap()));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_about_an_object_with_a_253_character_name_has_a_valid_name() {
+        let (client, seen, _) = recording_api();
+        let recorder = recorder(client);
+        // The longest Node name: labels of 63, the last one ending the name.
+        let label = |c: char| c.to_string().repeat(63);
+        let long = format!(
+            "{}.{}.{}.{}",
+            label('a'),
+            label('b'),
+            label('c'),
+            "d".repeat(61)
+        );
+        assert_eq!(long.len(), 253);
+        let node = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(long.clone()),
+            uid: Some("u-2".into()),
+            ..Default::default()
+        };
+        recorder.publish(&event("Synced"), &node).await.unwrap();
+        let seen = seen.lock();
+        let (_, path, created) = &seen[0];
+        assert_eq!(path, "/apis/events.k8s.io/v1/namespaces/default/events");
+        let name = created["metadata"]["name"].as_str().unwrap();
+        assert!(is_dns_subdomain(name), "{name} ({} bytes)", name.len());
+        assert!(name.starts_with(&long[..200]), "keeps what fits: {name}");
+    }
+
+    #[test]
+    fn event_names_are_valid_and_distinct_for_any_object_name() {
+        let at = 0x1877_0000_0000_0000_i128;
+        assert_eq!(
+            event_name("web", at),
+            format!("web.{at:x}"),
+            "upstream's form"
+        );
+        let long = "a".repeat(253);
+        let names = [
+            long.clone(),
+            format!("{}b", &long[..252]),
+            format!("{long}{long}"),
+            "Upper.Case".into(),
+            "a..b".into(),
+            "a-.b".into(),
+            ".-.".into(),
+            String::new(),
+            "\u{e9}t\u{e9}/x y".into(),
+            format!("{}-", "x".repeat(250)),
+        ];
+        let mut made = std::collections::HashSet::new();
+        for n in &names {
+            let name = event_name(n, at);
+            assert!(is_dns_subdomain(&name), "{n:?} -> {name:?}");
+            assert!(made.insert(name), "{n:?}: a distinct name");
+        }
+    }
+
+    #[test]
+    fn dns_subdomains_as_the_api_server_checks_them() {
+        for valid in ["a", "a.b", "a-b.c0", &"a".repeat(253)] {
+            assert!(is_dns_subdomain(valid), "{valid}");
+        }
+        for invalid in [
+            "",
+            "A",
+            "a.",
+            ".a",
+            "a..b",
+            "-a",
+            "a-",
+            "a_b",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns_subdomain(invalid), "{invalid}");
+        }
     }
 
     #[tokio::test]

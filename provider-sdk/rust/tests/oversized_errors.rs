@@ -134,3 +134,82 @@ async fn one_huge_error_fails_one_call_only() {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
 }
+
+/// Issue 25, finding 7: the client logs each failed call with the
+/// provider's error text; a 200 KB text gave a 200 KB log line on every
+/// call. The line is cut as the error is.
+#[tokio::test]
+async fn a_huge_error_gives_a_bounded_log_line() {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::prelude::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let json = Buffer::default();
+    let json_writer = json.clone();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::INFO)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone()),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(move || json_writer.clone()),
+        );
+    // The test's runtime has one thread: the calls log here.
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("echo.sock");
+    let listener = bind_socket(&path, 0o600).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(identity_service_server::IdentityServiceServer::new(Echoing))
+            .add_service(instances_service_server::InstancesServiceServer::new(
+                Echoing,
+            ))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    let client = ProviderClient::connect_lazy(
+        &format!("unix://{}", path.display()),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    client.instance_exists(node("echo")).await.unwrap_err();
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+
+    for (format, buffer) in [("plain", buffer), ("json", json)] {
+        let out = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let failed: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains("provider call failed"))
+            .collect();
+        assert_eq!(failed.len(), 1, "{format}: {out:.2000}");
+        let line = failed[0];
+        assert!(
+            line.len() <= 4096 + 400,
+            "{format}: a {}-byte line",
+            line.len()
+        );
+        assert!(line.contains("bad annotation value xxx"), "{format}");
+        assert!(line.contains("bytes, cut)"), "{format}: marked as cut");
+    }
+}

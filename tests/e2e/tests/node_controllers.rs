@@ -749,3 +749,58 @@ async fn a_node_recreated_under_its_name_is_initialised_again() {
     }
     h.stop().await;
 }
+
+/// Issue 25, finding 6: the API server refuses an Event whose note is over
+/// 1,024 bytes, or whose own name (`<object>.<hex time>`) is over 253
+/// characters. A provider's 1.5 KB text and a Node with the longest valid
+/// name still give their Event: the note cut, the name made to fit.
+#[tokio::test]
+async fn a_long_note_and_a_253_character_node_name_still_give_an_event() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start(
+        FakeConfig {
+            auto_create_instances: false,
+            ..Default::default()
+        },
+        &["--controllers=cloud-node-lifecycle"],
+    )
+    .await;
+    let wordy = unique_name("wordy");
+    let base = unique_name("long");
+    let fill = 253 - base.len() - 3 - 2 * 63;
+    let long = format!(
+        "{base}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(fill)
+    );
+    assert_eq!(long.len(), 253);
+    let wordy_id = format!("aws:///us-east-1a/{}", "i".repeat(1500));
+    for (name, provider_id) in [
+        (&wordy, wordy_id.clone()),
+        (&long, "aws:///us-east-1a/i-0123456789".to_owned()),
+    ] {
+        let mut n = kubelet_node(name);
+        // A label value holds 63 characters at most.
+        n.metadata.labels = None;
+        n.spec.as_mut().unwrap().provider_id = Some(provider_id);
+        h.nodes().create(&PostParams::default(), &n).await.unwrap();
+        h.set_ready(name, "Unknown").await;
+    }
+
+    let e = wait_for_event(&h.admin, &wordy, "ProviderIDNotOurs").await;
+    let note = e.note.unwrap_or_default();
+    assert!(note.len() <= 1024, "{} bytes", note.len());
+    assert!(
+        note.starts_with("Not checking the node") && note.ends_with("iii ..."),
+        "cut and marked: {note}"
+    );
+    let e = wait_for_event(&h.admin, &long, "ProviderIDNotOurs").await;
+    let event_name = e.metadata.name.unwrap_or_default();
+    assert!(event_name.len() <= 253, "{event_name}");
+    assert!(
+        event_name.starts_with(&long[..200]),
+        "names its object: {event_name}"
+    );
+    h.stop().await;
+}

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::error::invalid_answer;
 use super::rpcs::{ServiceClient, Unary};
 use super::{ClientError, MutationGate, ProviderClient};
-use crate::error::{ProviderError, reason_str};
+use crate::error::{ProviderError, bounded, reason_str};
 use crate::proto::{self, Capability};
 use crate::trace_context::{SpanId, TRACEPARENT_METADATA, TraceId, traceparent};
 use crate::validate::Checked;
@@ -338,7 +338,9 @@ impl ProviderClient {
                 method,
                 request_id,
                 code = code_name(code),
-                error = status.message(),
+                // The provider's text, as long as it sent: cut as the
+                // error itself is, or every failed call logs it whole.
+                error = bounded(status.message()).as_str(),
                 ?elapsed,
                 "provider call failed"
             ),

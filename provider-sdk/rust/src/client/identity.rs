@@ -66,7 +66,8 @@ impl ProviderClient {
         });
         tracing::info!(
             provider = %h.info.name,
-            version = %h.info.vendor_version,
+            // Free text from the provider, checked for nothing else.
+            version = %crate::error::bounded(&h.info.vendor_version),
             capabilities = ?h.capabilities,
             connection = h.connection,
             "provider handshake"
