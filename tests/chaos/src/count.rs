@@ -477,10 +477,18 @@ mod tests {
         assert_eq!(t.lbs_leaked, 1);
         assert!(t.line().starts_with(
             "chaos unit: services=0 lbs_leaked=1 lbs_missing=0 finalizers_stuck=0 \
-             nodes_wrongly_deleted=0 foreign_lbs_touched=0 kills=0"
+             nodes_wrongly_deleted=0 foreign_lbs_touched=0 quiet_mutations=0 quiet_writes=0 kills=0"
         ));
         let message = t.failures("logs").unwrap();
         assert!(message.contains("converged: leaked: lb-1"), "{message}");
+        let mut q = Tally::new("quiet");
+        q.quiet(&Quiet {
+            mutations: vec!["CreateRoute (r-1)".into()],
+            writes: vec![],
+        });
+        let message = q.failures("logs").unwrap();
+        assert!(message.contains("quiet_mutations=1"), "{message}");
+        assert!(message.contains("quiet window: provider mutation CreateRoute (r-1)"), "{message}");
         assert_eq!(Tally::new("clean").failures("logs"), None);
     }
 }

@@ -640,6 +640,12 @@ async fn two_clusters_share_one_provider() {
         t.census("converged", &census);
         t.extra("settled_ms", took.as_millis());
     }
+    // Both converged: neither controller mutates the shared cloud or
+    // writes to its cluster while nothing changes.
+    for (t, c) in [&mut ta, &mut tb].into_iter().zip(clusters) {
+        let q = count::quiet(c, &provider, ccm_chaos::CONTROLLER_USER, SETTLE).await;
+        t.quiet(&q);
+    }
     // Each cluster's stable load balancers, as they were: for each
     // controller, the other cluster's are foreign.
     let now = provider.state().await;
