@@ -4,8 +4,23 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/target/testenv/bin
 dir=${CCM_TESTENV_DIR:-$root/target/testenv/data}
+audit=$root/target/testenv/audit
+mkdir -p "$audit"
+# Every write, metadata only: the steady-state tests count the
+# controller's writes from it (CCM_TEST_AUDIT_LOG).
+cat >"$audit/policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+POLICY
 
-"$bin/ccm-testenv" --data-dir "$dir" "$@" 2> >(sed -u 's/^/[apiserver] /' >"$root/target/testenv/apiserver.log") |
+"$bin/ccm-testenv" --data-dir "$dir" "$@" -- --audit-policy-file="$audit/policy.yaml" \
+  --audit-log-path="$audit/audit.log" --audit-log-format=json \
+  2> >(sed -u 's/^/[apiserver] /' >"$root/target/testenv/apiserver.log") |
 while IFS= read -r line; do
   kubeconfig=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kubeconfig"])' "$line")
   url=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["url"])' "$line")
@@ -18,6 +33,6 @@ Control plane ready: kube-apiserver v1.36 with embedded etcd at $url
   $bin/kubectl auth can-i delete nodes --as=system:serviceaccount:default:nobody
 
 Tests can reuse it instead of starting their own:
-  CCM_TEST_KUBECONFIG=$kubeconfig cargo test
+  CCM_TEST_KUBECONFIG=$kubeconfig CCM_TEST_AUDIT_LOG=$audit/audit.log cargo test
 MSG
 done
