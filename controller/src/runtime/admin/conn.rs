@@ -298,7 +298,10 @@ mod tests {
     /// and a client that trusts its certificate.
     struct Served {
         addr: SocketAddr,
+        /// HTTP/1.1 (no ALPN).
         connector: TlsConnector,
+        /// Offers only `h2`.
+        h2: TlsConnector,
         task: tokio::task::JoinHandle<()>,
     }
 
@@ -319,6 +322,8 @@ mod tests {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
+        let mut h2 = client.clone();
+        h2.alpn_protocols = vec![b"h2".to_vec()];
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
@@ -332,6 +337,7 @@ mod tests {
         Served {
             addr,
             connector: TlsConnector::from(Arc::new(client)),
+            h2: TlsConnector::from(Arc::new(h2)),
             task,
         }
     }
@@ -438,6 +444,69 @@ mod tests {
             closed_within(&mut kept, SHORT * 10).await,
             "idle connection kept"
         );
+    }
+
+    #[tokio::test]
+    async fn an_idle_http2_connection_is_closed() {
+        let s = served(Limits {
+            header: LONG,
+            idle: SHORT,
+            connections: 64,
+        })
+        .await;
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = s.h2.connect(name, tcp).await.unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let (mut sender, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .unwrap();
+        let mut conn = tokio::spawn(conn);
+        for _ in 0..2 {
+            let req = http::Request::get("https://localhost/healthz")
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let resp = sender.send_request(req).await.unwrap();
+            assert_eq!(resp.status(), http::StatusCode::OK);
+        }
+        let ended = tokio::time::timeout(SHORT * 10, &mut conn).await;
+        assert!(ended.is_ok(), "idle HTTP/2 connection kept");
+    }
+
+    /// `--admin-port`: the same bounds without TLS.
+    #[tokio::test]
+    async fn plain_http_has_the_same_bounds() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+        let task = tokio::spawn(serve(
+            listener,
+            None,
+            app,
+            Limits {
+                header: SHORT,
+                idle: SHORT,
+                connections: 64,
+            },
+        ));
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: loc")
+            .await
+            .unwrap();
+        let mut probe = TcpStream::connect(addr).await.unwrap();
+        probe
+            .write_all(b"GET /healthz HTTP/1.0\r\nhost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        probe.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200 OK"), "{answer}");
+        assert!(
+            closed_within(&mut slow, SHORT * 10).await,
+            "slow client kept"
+        );
+        task.abort();
     }
 
     #[tokio::test]
