@@ -19,6 +19,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -49,29 +52,61 @@ pub const PROVIDER_CHECK_REUSE: Duration = Duration::from_secs(1);
 /// for the one check in flight instead of starting their own.
 pub struct Recent<T> {
     reuse: Duration,
-    last: tokio::sync::Mutex<Option<(Instant, T)>>,
+    slot: Arc<Mutex<Slot<T>>>,
 }
 
-impl<T: Clone> Recent<T> {
+enum Slot<T> {
+    Empty,
+    Done(Instant, T),
+    /// `None`: the check panicked.
+    Running(Shared<BoxFuture<'static, Option<T>>>),
+}
+
+impl<T: Clone + Send + Sync + 'static> Recent<T> {
     pub fn new(reuse: Duration) -> Self {
         Recent {
             reuse,
-            last: tokio::sync::Mutex::new(None),
+            slot: Arc::new(Mutex::new(Slot::Empty)),
         }
     }
 
-    /// The last answer if recent, else `check`'s. The lock is held across
-    /// the check: that is what makes concurrent askers share it. A caller
-    /// that gives up mid-check leaves nothing behind; the next one checks.
-    async fn get<F: Future<Output = T>>(&self, check: impl FnOnce() -> F) -> T {
-        let mut last = self.last.lock().await;
-        if let Some((at, answer)) = last.as_ref()
-            && at.elapsed() < self.reuse
-        {
-            return answer.clone();
+    /// The last answer if recent, else that of the check in flight, else
+    /// `check`'s. The check runs as a task of its own, so askers that give
+    /// up (a client hanging up) do not cancel it and make the next asker
+    /// start another. `None` if the check panicked.
+    async fn get<F>(&self, check: impl FnOnce() -> F) -> Option<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let running = {
+            let mut slot = self.slot.lock();
+            match &*slot {
+                Slot::Done(at, answer) if at.elapsed() < self.reuse => {
+                    return Some(answer.clone());
+                }
+                Slot::Running(running) => running.clone(),
+                Slot::Empty | Slot::Done(..) => {
+                    let store = self.slot.clone();
+                    let check = check();
+                    let task = tokio::spawn(async move {
+                        let answer = check.await;
+                        *store.lock() = Slot::Done(Instant::now(), answer.clone());
+                        answer
+                    });
+                    let running = async move { task.await.ok() }.boxed().shared();
+                    *slot = Slot::Running(running.clone());
+                    running
+                }
+            }
+        };
+        let answer = running.await;
+        if answer.is_none() {
+            // Let the next asker check again.
+            let mut slot = self.slot.lock();
+            if matches!(*slot, Slot::Running(_)) {
+                *slot = Slot::Empty;
+            }
         }
-        let answer = check().await;
-        *last = Some((Instant::now(), answer.clone()));
         answer
     }
 }
@@ -223,13 +258,15 @@ async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> im
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    let provider = h.provider.clone();
     let provider_ready = h
         .provider_ready
-        .get(|| async {
-            let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.probe()).await;
+        .get(|| async move {
+            let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.probe()).await;
             matches!(probe, Ok(Ok(Readiness::Ready)))
         })
-        .await;
+        .await
+        .unwrap_or(false);
     report(&h.readiness(provider_ready), "readyz")
 }
 
@@ -238,11 +275,20 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
 /// [`READYZ_PROBE_DEADLINE`]. Not part of `/livez`: restarting the
 /// controller would not mend a wedged provider.
 async fn livez_provider(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    h.provider_serving.get(|| provider_serving(&h)).await
+    let provider = h.provider.clone();
+    h.provider_serving
+        .get(|| provider_serving(provider))
+        .await
+        .unwrap_or_else(|| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "provider failed: the check failed\n".to_owned(),
+            )
+        })
 }
 
-async fn provider_serving(h: &Health) -> (StatusCode, String) {
-    match tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.serving()).await {
+async fn provider_serving(provider: ProviderClient) -> (StatusCode, String) {
+    match tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.serving()).await {
         Ok(Ok(true)) => (StatusCode::OK, "ok\n".to_owned()),
         Ok(Ok(false)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -376,6 +422,35 @@ mod tests {
             answers.iter().find(|(code, _)| *code != StatusCode::OK)
         );
         assert!(probes() <= 2, "{} Probes for 300 requests", probes());
+    }
+
+    /// A client hanging up does not cancel the check it waits for, so
+    /// requests given up on one after another still share one Probe.
+    #[tokio::test]
+    async fn abandoned_readyz_requests_do_not_restart_the_probe() {
+        let provider = crate::controllers::testing::fake_provider(Default::default());
+        crate::controllers::testing::ready(&provider).await;
+        provider.fake.clear_calls();
+        provider
+            .fake
+            .set_latency(ccm_fake_provider::Method::Probe, Duration::from_millis(300));
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let app = router(Arc::new(Health {
+            provider: provider.client.clone(),
+            node_cache_synced,
+            ..Health::for_tests()
+        }));
+        for _ in 0..20 {
+            let given_up =
+                tokio::time::timeout(Duration::from_millis(5), get(&app, "/readyz")).await;
+            assert!(given_up.is_err(), "answered before the Probe's latency");
+        }
+        assert_eq!(get(&app, "/readyz").await.0, StatusCode::OK);
+        let probes = provider
+            .fake
+            .calls_of(ccm_fake_provider::Method::Probe)
+            .len();
+        assert_eq!(probes, 1, "{probes} Probes for 21 requests");
     }
 
     /// The shared answer is recent: a provider turning not ready is seen
