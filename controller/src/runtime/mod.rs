@@ -127,13 +127,12 @@ impl Manager {
         registry.register_collector(Box::new(metrics::scraped::UninitializedNodes(
             node_watch.store(),
         )));
-        let health = Arc::new(Health {
-            controllers: Mutex::default(),
-            leader: elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),
-            node_cache_synced: node_watch.synced(),
-            provider: provider.clone(),
-            registry: Mutex::new(registry),
-        });
+        let health = Arc::new(Health::new(
+            elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),
+            node_watch.synced(),
+            provider.clone(),
+            registry,
+        ));
         Ok(Manager {
             opts,
             client,
@@ -173,18 +172,24 @@ impl Manager {
                 admin::bind(serving.bind_address, serving.secure_port, "--secure-port").await?;
             tracing::info!(address = %local(&listener), self_signed = serving.tls_cert_file.is_none(), "serving /healthz /livez /readyz /metrics over HTTPS with delegated authentication and authorization");
             let router = admin::secure_router(self.health.clone(), gate);
-            servers.push(tokio::spawn(admin::tls::serve(listener, tls, router)));
+            servers.push(tokio::spawn(admin::conn::serve(
+                listener,
+                Some(tokio_rustls::TlsAcceptor::from(tls)),
+                router,
+                admin::conn::Limits::default(),
+            )));
         }
         if serving.admin_port != 0 {
             let listener =
                 admin::bind(serving.bind_address, serving.admin_port, "--admin-port").await?;
             tracing::info!(address = %local(&listener), "serving /healthz /livez /readyz /metrics over plain HTTP, without authentication (--admin-port)");
             let router = admin::router(self.health.clone());
-            servers.push(tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, router).await {
-                    tracing::error!(error = %e, "admin server stopped");
-                }
-            }));
+            servers.push(tokio::spawn(admin::conn::serve(
+                listener,
+                None,
+                router,
+                admin::conn::Limits::default(),
+            )));
         }
         Ok(servers)
     }

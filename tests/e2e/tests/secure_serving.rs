@@ -215,6 +215,12 @@ async fn metrics_need_an_authorized_token_and_probes_need_none() {
         .unwrap();
     assert_eq!(code, 403);
 
+    // A path nobody serves: 404 without a review, whoever asks.
+    for token in [None, Some("not-a-token"), Some(nobody.as_str())] {
+        let (code, body) = https_get(&tls, port, "/no/such/path", token).await.unwrap();
+        assert_eq!(code, 404, "{token:?}: {body}");
+    }
+
     // Plain HTTP on the secure port gets no answer.
     let plain = admin_get(port, "/healthz").await.unwrap_or_default();
     assert!(!plain.starts_with("HTTP/1."), "{plain}");

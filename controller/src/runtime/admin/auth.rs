@@ -4,6 +4,12 @@
 //! non-resource path (`get` on `/metrics`). No token: `system:anonymous`.
 //! `--authorization-always-allow-paths` and the `system:masters` group skip
 //! authorization. Answers are cached for the configured TTLs.
+//!
+//! What an unauthenticated client can make us ask the apiserver is bounded:
+//! at most [`REVIEWS_IN_FLIGHT`] reviews at once (a request that would need
+//! one more is refused with 429 at once, not queued), and none for a path
+//! the server does not serve ([`super::secure_router`] answers those 404
+//! before this gate).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -126,6 +132,12 @@ impl Reviews for KubeReviews {
     }
 }
 
+/// At most this many TokenReviews and SubjectAccessReviews in flight. Each
+/// takes the apiserver milliseconds, and a client with a valid token is
+/// served from the cache after its first request, so only uncacheable
+/// floods (a new bogus token every request) meet this bound.
+pub const REVIEWS_IN_FLIGHT: usize = 16;
+
 /// At most this many answers per cache: a flood of distinct tokens cannot
 /// grow memory without bound.
 const CACHE_ENTRIES: usize = 4096;
@@ -205,6 +217,16 @@ pub struct Delegated {
     /// than a request.
     tokens: TtlCache<[u8; 32], Option<UserInfo>>,
     decisions: TtlCache<(UserInfo, String, String), bool>,
+    in_flight: tokio::sync::Semaphore,
+}
+
+/// Why a review gave no answer.
+#[derive(Debug)]
+enum ReviewError {
+    /// [`REVIEWS_IN_FLIGHT`] reviews are already out.
+    Busy,
+    /// The apiserver failed or could not be reached.
+    Failed(String),
 }
 
 /// What a request's `Authorization` header says.
@@ -259,6 +281,19 @@ fn unauthorized() -> Response {
     status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
 }
 
+/// Upstream's answer when its in-flight limit is reached.
+fn too_many() -> Response {
+    let mut refused = status(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+    );
+    refused
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    refused
+}
+
 impl Delegated {
     pub fn new(reviews: Arc<dyn Reviews>, always_allow: &[String], ttls: Ttls) -> Self {
         Delegated {
@@ -271,10 +306,15 @@ impl Delegated {
             ttls,
             tokens: TtlCache::new(),
             decisions: TtlCache::new(),
+            in_flight: tokio::sync::Semaphore::new(REVIEWS_IN_FLIGHT),
         }
     }
 
-    async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, String> {
+    fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ReviewError> {
+        self.in_flight.try_acquire().map_err(|_| ReviewError::Busy)
+    }
+
+    async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
         let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
@@ -282,13 +322,24 @@ impl Delegated {
         if let Some(known) = self.tokens.get(&digest) {
             return Ok(known);
         }
-        let user = self.reviews.authenticate(token).await?;
+        let permit = self.permit()?;
+        let user = self
+            .reviews
+            .authenticate(token)
+            .await
+            .map_err(ReviewError::Failed)?;
+        drop(permit);
         // Upstream caches both outcomes for the one TTL.
         self.tokens.put(digest, user.clone(), self.ttls.token);
         Ok(user)
     }
 
-    async fn authorize(&self, user: &UserInfo, verb: &str, path: &str) -> Result<bool, String> {
+    async fn authorize(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        path: &str,
+    ) -> Result<bool, ReviewError> {
         if self.always_allow.iter().any(|r| r.matches(path))
             || user.groups.iter().any(|g| g == "system:masters")
         {
@@ -298,7 +349,13 @@ impl Delegated {
         if let Some(known) = self.decisions.get(&key) {
             return Ok(known);
         }
-        let allowed = self.reviews.authorize(user, verb, path).await?;
+        let permit = self.permit()?;
+        let allowed = self
+            .reviews
+            .authorize(user, verb, path)
+            .await
+            .map_err(ReviewError::Failed)?;
+        drop(permit);
         let ttl = if allowed {
             self.ttls.allowed
         } else {
@@ -316,7 +373,8 @@ impl Delegated {
             Credentials::Bearer(token) => match self.authenticate(token).await {
                 Ok(Some(user)) => user,
                 Ok(None) => return Err(unauthorized()),
-                Err(e) => {
+                Err(ReviewError::Busy) => return Err(too_many()),
+                Err(ReviewError::Failed(e)) => {
                     tracing::warn!(error = %e, "secure port: could not authenticate a request");
                     return Err(unauthorized());
                 }
@@ -338,7 +396,8 @@ impl Delegated {
                     ),
                 ))
             }
-            Err(e) => {
+            Err(ReviewError::Busy) => Err(too_many()),
+            Err(ReviewError::Failed(e)) => {
                 tracing::warn!(error = %e, "secure port: could not authorize a request");
                 Err(status(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -528,6 +587,106 @@ mod tests {
             status["message"],
             "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
         );
+    }
+
+    /// Counts the reviews asked for and never answers them, as an
+    /// apiserver that has stopped responding.
+    #[derive(Default)]
+    struct StalledReviews {
+        asked: AtomicUsize,
+    }
+
+    impl Reviews for StalledReviews {
+        fn authenticate<'a>(
+            &'a self,
+            _token: &'a str,
+        ) -> BoxFuture<'a, Result<Option<UserInfo>, String>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            Box::pin(futures::future::pending())
+        }
+
+        fn authorize<'a>(
+            &'a self,
+            _user: &'a UserInfo,
+            _verb: &'a str,
+            _path: &'a str,
+        ) -> BoxFuture<'a, Result<bool, String>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    /// Distinct bogus tokens (and anonymous requests for paths that need a
+    /// SubjectAccessReview) cannot be cached: beyond the bound on reviews in
+    /// flight they are refused at once, not queued.
+    #[tokio::test]
+    async fn reviews_in_flight_are_bounded_and_the_excess_refused_at_once() {
+        use futures::StreamExt;
+        let reviews = Arc::new(StalledReviews::default());
+        let g = Arc::new(Delegated::new(
+            reviews.clone(),
+            &[],
+            Ttls {
+                token: Duration::from_secs(10),
+                allowed: Duration::from_secs(10),
+                denied: Duration::from_secs(10),
+            },
+        ));
+        let sent = REVIEWS_IN_FLIGHT * 2 + 10;
+        let mut answers = (0..sent)
+            .map(|i| {
+                let g = g.clone();
+                async move {
+                    let auth = (i % 2 == 0).then(|| format!("Bearer bogus-{i}"));
+                    code(&g, "GET", "/metrics", auth.as_deref()).await
+                }
+            })
+            .collect::<futures::stream::FuturesUnordered<_>>();
+        let mut refused = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while refused.len() < sent - REVIEWS_IN_FLIGHT {
+            match tokio::time::timeout_at(deadline, answers.next()).await {
+                Ok(Some(code)) => refused.push(code),
+                _ => break,
+            }
+        }
+        assert_eq!(
+            refused.len(),
+            sent - REVIEWS_IN_FLIGHT,
+            "answered within 2 s: {refused:?}"
+        );
+        assert!(refused.iter().all(|c| *c == 429), "{refused:?}");
+        assert_eq!(reviews.asked.load(Ordering::SeqCst), REVIEWS_IN_FLIGHT);
+    }
+
+    /// A path nobody serves costs no review: 404 at once.
+    #[tokio::test]
+    async fn unserved_paths_are_not_reviewed() {
+        use tower::ServiceExt;
+        let reviews = Arc::new(FakeReviews::default());
+        let app = crate::runtime::admin::secure_router(
+            Arc::new(crate::runtime::admin::Health::for_tests()),
+            Arc::new(gate(reviews.clone(), Duration::from_secs(10))),
+        );
+        for (i, auth) in [None, Some("Bearer bogus"), Some("Bearer reader-token")]
+            .into_iter()
+            .enumerate()
+        {
+            for path in ["/nope", &format!("/metrics/{i}"), "/healthz/a/b", "/"] {
+                let mut req = Request::get(path);
+                if let Some(a) = auth {
+                    req = req.header(header::AUTHORIZATION, a);
+                }
+                let resp = app
+                    .clone()
+                    .oneshot(req.body(axum::body::Body::empty()).unwrap())
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), StatusCode::NOT_FOUND, "{path} {auth:?}");
+            }
+        }
+        assert_eq!(reviews.token_reviews.load(Ordering::SeqCst), 0);
+        assert_eq!(reviews.access_reviews.load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -8,9 +8,19 @@
 //! same. `/readyz` (upstream has none) adds what serving needs: the
 //! provider answering `Probe` with READY within [`READYZ_PROBE_DEADLINE`]
 //! and, unless a standby, the node cache synced.
+//!
+//! The provider checks behind `/readyz` and `/livez/provider` are asked at
+//! most once per [`PROVIDER_CHECK_REUSE`]: requests arriving meanwhile, or
+//! while a check is in flight, share its answer, so anonymous requests
+//! cannot multiply the provider's work.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -24,13 +34,82 @@ use prometheus_client::registry::Registry;
 use super::leader::Fence;
 
 pub mod auth;
+pub mod conn;
 pub mod tls;
 
 /// How long `/readyz` waits for the provider's `Probe`: a provider that
 /// cannot answer a health check in this time is not ready. Below the
 /// manifests' probe timeout (3 s) so the verdict, not a kubelet timeout,
 /// is what is seen; and a hung provider never holds the probe longer.
-pub const READYZ_PROBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+pub const READYZ_PROBE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How long a provider check's answer is reused. Short against the
+/// kubelet's probe period (10 s by default), so a change is seen by the
+/// next probe; long enough that a burst of requests costs one check.
+pub const PROVIDER_CHECK_REUSE: Duration = Duration::from_secs(1);
+
+/// The last answer of a check, reused for a while; concurrent askers wait
+/// for the one check in flight instead of starting their own.
+pub struct Recent<T> {
+    reuse: Duration,
+    slot: Arc<Mutex<Slot<T>>>,
+}
+
+enum Slot<T> {
+    Empty,
+    Done(Instant, T),
+    /// `None`: the check panicked.
+    Running(Shared<BoxFuture<'static, Option<T>>>),
+}
+
+impl<T: Clone + Send + Sync + 'static> Recent<T> {
+    pub fn new(reuse: Duration) -> Self {
+        Recent {
+            reuse,
+            slot: Arc::new(Mutex::new(Slot::Empty)),
+        }
+    }
+
+    /// The last answer if recent, else that of the check in flight, else
+    /// `check`'s. The check runs as a task of its own, so askers that give
+    /// up (a client hanging up) do not cancel it and make the next asker
+    /// start another. `None` if the check panicked.
+    async fn get<F>(&self, check: impl FnOnce() -> F) -> Option<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let running = {
+            let mut slot = self.slot.lock();
+            match &*slot {
+                Slot::Done(at, answer) if at.elapsed() < self.reuse => {
+                    return Some(answer.clone());
+                }
+                Slot::Running(running) => running.clone(),
+                Slot::Empty | Slot::Done(..) => {
+                    let store = self.slot.clone();
+                    let check = check();
+                    let task = tokio::spawn(async move {
+                        let answer = check.await;
+                        *store.lock() = Slot::Done(Instant::now(), answer.clone());
+                        answer
+                    });
+                    let running = async move { task.await.ok() }.boxed().shared();
+                    *slot = Slot::Running(running.clone());
+                    running
+                }
+            }
+        };
+        let answer = running.await;
+        if answer.is_none() {
+            // Let the next asker check again.
+            let mut slot = self.slot.lock();
+            if matches!(*slot, Slot::Running(_)) {
+                *slot = Slot::Empty;
+            }
+        }
+        answer
+    }
+}
 
 /// What the endpoints report on; shared with the running manager.
 pub struct Health {
@@ -42,9 +121,30 @@ pub struct Health {
     pub node_cache_synced: tokio::sync::watch::Receiver<bool>,
     pub provider: ProviderClient,
     pub registry: Mutex<Registry>,
+    /// `Probe` answered READY in time.
+    provider_ready: Recent<bool>,
+    /// `/livez/provider`'s answer.
+    provider_serving: Recent<(StatusCode, String)>,
 }
 
 impl Health {
+    pub fn new(
+        leader: Option<(Fence, Mutex<bool>)>,
+        node_cache_synced: tokio::sync::watch::Receiver<bool>,
+        provider: ProviderClient,
+        registry: Registry,
+    ) -> Self {
+        Health {
+            controllers: Mutex::default(),
+            leader,
+            node_cache_synced,
+            provider,
+            registry: Mutex::new(registry),
+            provider_ready: Recent::new(PROVIDER_CHECK_REUSE),
+            provider_serving: Recent::new(PROVIDER_CHECK_REUSE),
+        }
+    }
+
     /// (name, ok) of every `/healthz` check.
     pub fn checks(&self) -> Vec<(String, bool)> {
         let mut out = Vec::new();
@@ -111,14 +211,12 @@ impl Health {
 
     #[cfg(test)]
     pub fn for_tests() -> Self {
-        Health {
-            controllers: Mutex::default(),
-            leader: None,
-            node_cache_synced: tokio::sync::watch::channel(false).1,
-            provider: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
-                .unwrap(),
-            registry: Mutex::default(),
-        }
+        Health::new(
+            None,
+            tokio::sync::watch::channel(false).1,
+            ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default()).unwrap(),
+            Registry::default(),
+        )
     }
 }
 
@@ -160,8 +258,15 @@ async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> im
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.probe()).await;
-    let provider_ready = matches!(probe, Ok(Ok(Readiness::Ready)));
+    let provider = h.provider.clone();
+    let provider_ready = h
+        .provider_ready
+        .get(|| async move {
+            let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.probe()).await;
+            matches!(probe, Ok(Ok(Readiness::Ready)))
+        })
+        .await
+        .unwrap_or(false);
     report(&h.readiness(provider_ready), "readyz")
 }
 
@@ -170,7 +275,20 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
 /// [`READYZ_PROBE_DEADLINE`]. Not part of `/livez`: restarting the
 /// controller would not mend a wedged provider.
 async fn livez_provider(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    match tokio::time::timeout(READYZ_PROBE_DEADLINE, h.provider.serving()).await {
+    let provider = h.provider.clone();
+    h.provider_serving
+        .get(|| provider_serving(provider))
+        .await
+        .unwrap_or_else(|| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "provider failed: the check failed\n".to_owned(),
+            )
+        })
+}
+
+async fn provider_serving(provider: ProviderClient) -> (StatusCode, String) {
+    match tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.serving()).await {
         Ok(Ok(true)) => (StatusCode::OK, "ok\n".to_owned()),
         Ok(Ok(false)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -222,9 +340,12 @@ pub fn router(health: Arc<Health>) -> Router {
 }
 
 /// The same endpoints behind the delegated authentication and
-/// authorization of the secure port.
+/// authorization of the secure port. The gate runs only for the paths
+/// served: any other is 404 without a TokenReview or SubjectAccessReview
+/// (upstream reviews first, then answers 404 or 403; here an unknown path
+/// costs the apiserver nothing).
 pub fn secure_router(health: Arc<Health>, gate: Arc<auth::Delegated>) -> Router {
-    router(health).layer(axum::middleware::from_fn_with_state(gate, auth::guard))
+    router(health).route_layer(axum::middleware::from_fn_with_state(gate, auth::guard))
 }
 
 /// A serving address could not be bound.
@@ -260,6 +381,112 @@ mod tests {
         };
         h.add_controller("cloud-node-controller");
         h
+    }
+
+    async fn get(app: &Router, path: &str) -> (StatusCode, String) {
+        use tower::ServiceExt;
+        let req = axum::http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let code = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (code, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Anonymous `/readyz` requests are free to send: they must not each
+    /// cost the provider a `Probe`.
+    #[tokio::test]
+    async fn concurrent_readyz_requests_share_one_probe() {
+        let provider = crate::controllers::testing::fake_provider(Default::default());
+        crate::controllers::testing::ready(&provider).await;
+        provider.fake.clear_calls();
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let app = router(Arc::new(Health {
+            provider: provider.client.clone(),
+            node_cache_synced,
+            ..Health::for_tests()
+        }));
+        let probes = || {
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::Probe)
+                .len()
+        };
+        let answers = futures::future::join_all((0..300).map(|_| get(&app, "/readyz"))).await;
+        assert!(
+            answers.iter().all(|(code, _)| *code == StatusCode::OK),
+            "{:?}",
+            answers.iter().find(|(code, _)| *code != StatusCode::OK)
+        );
+        assert!(probes() <= 2, "{} Probes for 300 requests", probes());
+    }
+
+    /// A client hanging up does not cancel the check it waits for, so
+    /// requests given up on one after another still share one Probe.
+    #[tokio::test]
+    async fn abandoned_readyz_requests_do_not_restart_the_probe() {
+        let provider = crate::controllers::testing::fake_provider(Default::default());
+        crate::controllers::testing::ready(&provider).await;
+        provider.fake.clear_calls();
+        provider
+            .fake
+            .set_latency(ccm_fake_provider::Method::Probe, Duration::from_millis(300));
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let app = router(Arc::new(Health {
+            provider: provider.client.clone(),
+            node_cache_synced,
+            ..Health::for_tests()
+        }));
+        for _ in 0..20 {
+            let given_up =
+                tokio::time::timeout(Duration::from_millis(5), get(&app, "/readyz")).await;
+            assert!(given_up.is_err(), "answered before the Probe's latency");
+        }
+        assert_eq!(get(&app, "/readyz").await.0, StatusCode::OK);
+        let probes = provider
+            .fake
+            .calls_of(ccm_fake_provider::Method::Probe)
+            .len();
+        assert_eq!(probes, 1, "{probes} Probes for 21 requests");
+    }
+
+    /// The shared answer is recent: a provider turning not ready is seen
+    /// once the reuse time has passed.
+    #[tokio::test]
+    async fn readyz_sees_a_change_once_the_answer_is_stale() {
+        let provider = crate::controllers::testing::fake_provider(Default::default());
+        crate::controllers::testing::ready(&provider).await;
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let reuse = Duration::from_millis(200);
+        let app = router(Arc::new(Health {
+            provider: provider.client.clone(),
+            node_cache_synced,
+            provider_ready: Recent::new(reuse),
+            ..Health::for_tests()
+        }));
+        assert_eq!(get(&app, "/readyz").await.0, StatusCode::OK);
+        provider
+            .fake
+            .set_readiness(Readiness::NotReady("credentials expired".into()));
+        let changed = Instant::now();
+        let deadline = changed + Duration::from_secs(5);
+        loop {
+            let (code, body) = get(&app, "/readyz").await;
+            if code == StatusCode::INTERNAL_SERVER_ERROR {
+                assert!(body.contains("[-] provider-ready failed"), "{body}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "still ready after 5 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            changed.elapsed() < reuse + READYZ_PROBE_DEADLINE,
+            "seen after {:?}",
+            changed.elapsed()
+        );
     }
 
     #[tokio::test]

@@ -1,20 +1,15 @@
 //! The secure port's TLS: the serving certificate (files re-read when they
-//! change, or a self-signed pair kept in memory) and the accept loop that
-//! serves the admin router over it.
+//! change, or a self-signed pair kept in memory) and the server
+//! configuration ([`super::conn`] accepts the connections).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
@@ -24,10 +19,6 @@ use tokio_rustls::rustls::{self, ServerConfig};
 /// certificate (cert-manager, a kubelet-style rotation) is served within
 /// this long without a restart, as upstream's dynamic serving certificate.
 const RELOAD_CHECK: Duration = Duration::from_secs(10);
-
-/// A client that does not finish its handshake in this time is dropped, so
-/// half-open connections cannot pile up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The serving certificate could not be loaded or made.
 #[derive(Debug, thiserror::Error)]
@@ -226,43 +217,6 @@ pub fn server_config(cert: Arc<ServingCert>) -> Result<Arc<ServerConfig>, CertEr
         .with_cert_resolver(Arc::new(Resolver(cert)));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Serves `app` over TLS on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, tls: Arc<ServerConfig>, app: Router) {
-    let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: do not spin.
-                tracing::warn!(error = %e, "secure port: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "secure port: TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "secure port: TLS handshake timed out");
-                    return;
-                }
-            };
-            let served = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "secure port: connection ended with an error");
-            }
-        });
-    }
 }
 
 #[cfg(test)]
