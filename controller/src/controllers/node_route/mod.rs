@@ -150,6 +150,7 @@ impl Routes {
                 .collect()
                 .await;
         let mut created_all: BTreeMap<String, bool> = plan.condition_nodes;
+        let mut now_routed: Vec<proto::Route> = Vec::new();
         for (c, r) in results {
             match r {
                 Ok(created) => {
@@ -158,14 +159,7 @@ impl Routes {
                     } else {
                         tracing::info!(node = %c.node, destination = %c.route.destination_cidr, "created route");
                     }
-                    // The provider now has this route for the destination,
-                    // in place of any it listed before.
-                    let dest = Cidr::parse(&c.route.destination_cidr);
-                    routes.retain(|r| {
-                        r.target_node != c.route.target_node
-                            || Cidr::parse(&r.destination_cidr) != dest
-                    });
-                    routes.push(created.unwrap_or(c.route));
+                    now_routed.push(created.unwrap_or(c.route));
                 }
                 Err(message) => {
                     tracing::warn!("{message}");
@@ -173,6 +167,16 @@ impl Routes {
                 }
             }
         }
+        // The provider now has these routes, in place of any it listed
+        // for the same node and destination (an in-place update).
+        let replaced: std::collections::BTreeSet<(&str, Option<Cidr>)> = now_routed
+            .iter()
+            .map(|r| (r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+            .collect();
+        routes.retain(|r| {
+            !replaced.contains(&(r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+        });
+        routes.extend(now_routed);
         futures::stream::iter(created_all)
             .for_each_concurrent(MAX_IN_FLIGHT, |(name, ok)| async move {
                 if let Some(n) = nodes.get(&name) {
