@@ -27,6 +27,8 @@ pub mod v1 {
     /// mutations: `<term>:<holder identity>`.
     pub const FENCING_TOKEN_METADATA: &str = "x-ccm-fencing-token";
 
-    /// The contract's semantic version, reported in `GetProviderInfo`.
-    pub const CONTRACT_VERSION: &str = "1.0.0";
+    /// The contract's semantic version, reported in `GetProviderInfo`. A
+    /// rule providers MUST follow added to the contract bumps the minor
+    /// version (docs/spec.md, "Changelog").
+    pub const CONTRACT_VERSION: &str = "1.1.0";
 }

@@ -15,7 +15,7 @@ use ccm_provider_sdk::proto::{
     GetProviderInfoResponse, NodeAddress, NodeAddressType, NodeRef, Protocol, Route, Service,
     ServicePort, SessionAffinity, TrafficPolicy,
 };
-use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError};
+use ccm_provider_sdk::{ContractVersion, MAX_MESSAGE_BYTES, ProviderError};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -102,6 +102,8 @@ pub(crate) struct Ctx {
     pub run_id: String,
     pub cluster: String,
     pub info: GetProviderInfoResponse,
+    /// `info.contract_version`, parsed; `None` when it does not parse.
+    pub declared: Option<ContractVersion>,
     /// Raw capability values, as advertised (duplicates and unknowns kept).
     pub caps: Vec<i32>,
     known_node: tokio::sync::OnceCell<Result<NodeRef, Verdict>>,
@@ -259,6 +261,7 @@ impl Ctx {
             run_id: run_id.clone(),
             cluster: cluster.clone(),
             info: Default::default(),
+            declared: None,
             caps: Vec::new(),
             known_node: Default::default(),
             second_known_node: Default::default(),
@@ -272,6 +275,7 @@ impl Ctx {
             .await
             .map_err(|s| fail(format!("GetProviderInfo: {}", describe(&s))))?
             .into_inner();
+        cx.declared = ContractVersion::parse(&cx.info.contract_version);
         cx.caps = cx
             .identity()
             .get_provider_capabilities(cx.req(GetProviderCapabilitiesRequest {

@@ -57,11 +57,16 @@ async fn main() -> ExitCode {
     if args.list {
         for case in CASES.iter().filter(|c| config.selects(c.name)) {
             let caps: Vec<_> = case.capabilities.iter().map(|c| c.as_str_name()).collect();
-            if caps.is_empty() {
-                println!("{}", case.name);
-            } else {
-                println!("{} [{}]", case.name, caps.join(", "));
+            let mut line = case.name.to_owned();
+            if !caps.is_empty() {
+                line.push_str(&format!(" [{}]", caps.join(", ")));
             }
+            // The contract version whose rule the case checks, when newer
+            // than the first.
+            if case.since != ccm_provider_sdk::ContractVersion::V1_0_0 {
+                line.push_str(&format!(" (since {})", case.since));
+            }
+            println!("{line}");
         }
         return ExitCode::SUCCESS;
     }

@@ -15,10 +15,11 @@ use ccm_provider_sdk::proto::{
     GetProviderCapabilitiesRequest, GetProviderCapabilitiesResponse, GetProviderInfoRequest,
     GetProviderInfoResponse, InstanceExistence, InstanceExistsRequest, InstanceExistsResponse,
     InstanceMetadata, InstanceMetadataRequest, InstanceMetadataResponse, InstanceShutdownRequest,
-    InstanceShutdownResponse, InstanceShutdownState, ListLoadBalancersRequest,
-    ListLoadBalancersResponse, LoadBalancerExistence, LoadBalancerIngress, LoadBalancerStatus,
-    LoadBalancerUpdated, NodeAddress, NodeAddressType, NodeRef, ProbeRequest, ProbeResponse,
-    ProbeState, UpdateLoadBalancerRequest, UpdateLoadBalancerResponse,
+    InstanceShutdownResponse, InstanceShutdownState, ListClustersRequest, ListClustersResponse,
+    ListLoadBalancersRequest, ListLoadBalancersResponse, LoadBalancerExistence,
+    LoadBalancerIngress, LoadBalancerStatus, LoadBalancerUpdated, MasterRequest, MasterResponse,
+    NodeAddress, NodeAddressType, NodeRef, ProbeRequest, ProbeResponse, ProbeState,
+    UpdateLoadBalancerRequest, UpdateLoadBalancerResponse, clusters_service_server,
     ensure_load_balancer_response, identity_service_server, instances_service_server,
     load_balancer_service_server, update_load_balancer_response,
 };
@@ -41,11 +42,19 @@ struct Bugs {
     /// (e) EnsureLoadBalancer runs the cloud work in a detached task that
     /// finishes even when the caller has given up.
     ignores_cancellation: bool,
+    /// (f) The x-ccm-fencing-token metadata is not read at all, as a
+    /// provider written from contract 1.0.0 (which had no fencing) does.
+    ignores_fencing_token: bool,
+    /// (g) Master of a cluster ListClusters does not list answers
+    /// INVALID_ARGUMENT, which contract 1.0.0 allowed.
+    master_unknown_invalid: bool,
 }
 
 #[derive(Clone, Default)]
 struct RawCloud {
     bugs: Bugs,
+    /// What GetProviderInfo declares; `None`: this revision's.
+    contract_version: Option<&'static str>,
     lbs: Arc<Mutex<HashMap<(String, String), LoadBalancerStatus>>>,
 }
 
@@ -113,7 +122,10 @@ impl identity_service_server::IdentityService for RawCloud {
             name: "raw".into(),
             vendor_version: "0.0.1".into(),
             provider_id_scheme: "raw".into(),
-            contract_version: "1.0.0".into(),
+            contract_version: self
+                .contract_version
+                .unwrap_or(proto::CONTRACT_VERSION)
+                .into(),
             ..Default::default()
         }))
     }
@@ -126,6 +138,7 @@ impl identity_service_server::IdentityService for RawCloud {
             capabilities: vec![
                 Capability::Instances as i32,
                 Capability::LoadBalancers as i32,
+                Capability::Clusters as i32,
             ],
             annotations: None,
         }))
@@ -232,12 +245,15 @@ impl load_balancer_service_server::LoadBalancerService for RawCloud {
         let key = self.key(&r.cluster_name, &r.service)?;
         if !self.bugs.no_validation {
             validate::node_refs("nodes", &r.nodes).map_err(invalid)?;
-            if let Some(v) = req.metadata().get(proto::FENCING_TOKEN_METADATA) {
-                let text = v.to_str().unwrap_or_default();
-                ccm_provider_sdk::FencingToken::parse(text).map_err(|e| {
-                    ProviderError::invalid_request("metadata[x-ccm-fencing-token]", e).to_status()
-                })?;
-            }
+        }
+        if !self.bugs.no_validation
+            && !self.bugs.ignores_fencing_token
+            && let Some(v) = req.metadata().get(proto::FENCING_TOKEN_METADATA)
+        {
+            let text = v.to_str().unwrap_or_default();
+            ccm_provider_sdk::FencingToken::parse(text).map_err(|e| {
+                ProviderError::invalid_request("metadata[x-ccm-fencing-token]", e).to_status()
+            })?;
         }
         let status = Self::status_for(&key.1);
         if self.bugs.ignores_cancellation {
@@ -303,9 +319,46 @@ impl load_balancer_service_server::LoadBalancerService for RawCloud {
     }
 }
 
+/// The one cluster the raw provider knows.
+const RAW_CLUSTER: &str = "raw-cluster";
+
+#[tonic::async_trait]
+impl clusters_service_server::ClustersService for RawCloud {
+    async fn list_clusters(
+        &self,
+        _: Request<ListClustersRequest>,
+    ) -> Result<Response<ListClustersResponse>, Status> {
+        Ok(Response::new(ListClustersResponse {
+            cluster_names: vec![RAW_CLUSTER.into()],
+        }))
+    }
+
+    async fn master(
+        &self,
+        req: Request<MasterRequest>,
+    ) -> Result<Response<MasterResponse>, Status> {
+        if req.get_ref().cluster_name == RAW_CLUSTER {
+            return Ok(Response::new(MasterResponse {
+                address: "https://192.0.2.1:6443".into(),
+            }));
+        }
+        if self.bugs.master_unknown_invalid {
+            return Err(
+                ProviderError::invalid_request("cluster_name", "unknown cluster").to_status(),
+            );
+        }
+        Err(ProviderError::not_found("unknown cluster").to_status())
+    }
+}
+
 fn serve(bugs: Bugs) -> common::Served {
+    serve_declaring(bugs, None)
+}
+
+fn serve_declaring(bugs: Bugs, contract_version: Option<&'static str>) -> common::Served {
     let cloud = RawCloud {
         bugs,
+        contract_version,
         ..Default::default()
     };
     let (_, health) = tonic_health::server::health_reporter();
@@ -317,9 +370,10 @@ fn serve(bugs: Bugs) -> common::Served {
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
     )
     .add_service(
-        load_balancer_service_server::LoadBalancerServiceServer::new(cloud)
+        load_balancer_service_server::LoadBalancerServiceServer::new(cloud.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
     )
+    .add_service(clusters_service_server::ClustersServiceServer::new(cloud))
     .add_service(health);
     common::serve_routes(routes)
 }
@@ -437,5 +491,71 @@ async fn work_that_outlives_a_cancelled_call_fails() {
     });
     let report = served.run().await;
     common::assert_failed(&report, &["fencing/cancelled-ensure-never-lands"]);
+    served.stop().await;
+}
+
+/// A provider written from the proto and docs of contract 1.0.0: it never
+/// reads the fencing metadata (1.0.0 had none) and answers Master of an
+/// unknown cluster INVALID_ARGUMENT (1.0.0 named no code). Declaring 1.0.0
+/// it conforms: the two rules added in 1.1.0 are reported as not required,
+/// not failed.
+const RULES_OF_1_1_0: [&str; 2] = [
+    "fencing/malformed-token-refused",
+    "clusters/master-unknown-not-found",
+];
+
+fn written_for_1_0_0() -> Bugs {
+    Bugs {
+        ignores_fencing_token: true,
+        master_unknown_invalid: true,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_declaring_1_0_0_is_graded_by_the_rules_of_1_0_0() {
+    let served = serve_declaring(written_for_1_0_0(), Some("1.0.0"));
+    let report = served.run().await;
+    common::assert_failed(&report, &[]);
+    for name in RULES_OF_1_1_0 {
+        let Some(ccm_provider_conformance::Outcome::Skipped(why)) = report.get(name) else {
+            panic!(
+                "{name}: expected reported as not required, got {:?}",
+                report.get(name)
+            );
+        };
+        assert!(
+            why.starts_with("not required at 1.0.0 (a rule of 1.1.0)"),
+            "{name}: {why}"
+        );
+    }
+    // Cases of 1.0.0 rules still run, and a 1.1.0 rule the provider
+    // happens to follow passes.
+    assert_eq!(
+        report.get("clusters/master-valid"),
+        Some(&ccm_provider_conformance::Outcome::Passed)
+    );
+    assert_eq!(
+        report.get("fencing/cancelled-ensure-never-lands"),
+        Some(&ccm_provider_conformance::Outcome::Passed)
+    );
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_provider_declaring_1_1_0_fails_the_rules_of_1_1_0() {
+    let served = serve_declaring(written_for_1_0_0(), Some("1.1.0"));
+    let report = served.run().await;
+    common::assert_failed(&report, &RULES_OF_1_1_0);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_contract_version_is_graded_by_every_rule() {
+    let served = serve_declaring(written_for_1_0_0(), Some("one"));
+    let report = served.run().await;
+    let mut want = RULES_OF_1_1_0.to_vec();
+    want.push("identity/provider-info-valid");
+    common::assert_failed(&report, &want);
     served.stop().await;
 }

@@ -91,6 +91,10 @@ fn fails_with_a_non_zero_exit_code() {
 fn lists_cases() {
     let (code, lines) = cli(&["--list", "--focus", "routes/"]);
     assert_eq!(code, 0);
-    assert_eq!(lines.len(), 6, "{lines:#?}");
+    assert_eq!(lines.len(), 8, "{lines:#?}");
     assert_eq!(lines[0], "routes/create-idempotent [CAPABILITY_ROUTES]");
+    assert_eq!(
+        lines[7],
+        "routes/update-in-place [CAPABILITY_ROUTES, CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES] (since 1.1.0)"
+    );
 }

@@ -25,6 +25,9 @@ type Table<V> = Arc<Mutex<BTreeMap<(String, String), V>>>;
 struct Tiny {
     lbs: Table<(Service, LoadBalancerStatus)>,
     routes: Table<Route>,
+    /// The bug of issue 25, finding 1: ListRoutes leaves out the
+    /// target_node_addresses routes were created with.
+    lists_routes_without_addresses: bool,
 }
 
 fn known(name: &str, provider_id: &str) -> bool {
@@ -175,7 +178,14 @@ impl Routes for Tiny {
             .unwrap()
             .iter()
             .filter(|((c, _), _)| *c == cluster)
-            .map(|(_, r)| r.clone())
+            .map(|(_, r)| Route {
+                target_node_addresses: if self.lists_routes_without_addresses {
+                    Vec::new()
+                } else {
+                    r.target_node_addresses.clone()
+                },
+                ..r.clone()
+            })
             .collect())
     }
 
@@ -188,18 +198,24 @@ impl Routes for Tiny {
     ) -> ProviderResult<Route> {
         let mut routes = self.routes.lock().unwrap();
         let key = (cluster, route.destination_cidr.clone());
-        if let Some(existing) = routes.get(&key) {
+        if let Some(existing) = routes.get_mut(&key) {
             if existing.target_node != route.target_node {
                 return Err(ProviderError::conflicting_resource(format!(
                     "{} is routed to {}",
                     route.destination_cidr, existing.target_node
                 )));
             }
+            // The same node: updated in place.
+            existing.target_node_addresses = route.target_node_addresses;
             return Ok(existing.clone());
         }
         route.name = format!("route-{hint}");
         routes.insert(key, route.clone());
         Ok(route)
+    }
+
+    fn uses_target_node_addresses(&self) -> bool {
+        true
     }
 
     async fn delete_route(
@@ -267,7 +283,10 @@ impl Clusters for Tiny {
 }
 
 async fn serve(full: bool) -> (common::Served, Tiny) {
-    let tiny = Tiny::default();
+    serve_tiny(full, Tiny::default()).await
+}
+
+async fn serve_tiny(full: bool, tiny: Tiny) -> (common::Served, Tiny) {
     let t = tiny.clone();
     let served = common::serve_with(move |endpoint, rx| async move {
         let mut server = ProviderServer::new(t.clone())
@@ -363,4 +382,30 @@ async fn an_unreachable_endpoint_fails_every_case() {
     assert_eq!(report.passed(), 0);
     assert_eq!(report.failed(), report.results.len());
     assert!(report.failed() >= 4);
+}
+
+/// Issue 25, finding 1: a provider with
+/// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES that lists routes without them
+/// fails routes/lists-back-as-created (SDK providers declare this
+/// revision, 1.1.0, where the rule is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_listed_without_their_addresses_fail() {
+    let (served, _) = serve_tiny(
+        true,
+        Tiny {
+            lists_routes_without_addresses: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let report = served.run().await;
+    common::assert_failed(
+        &report,
+        &["routes/lists-back-as-created", "routes/update-in-place"],
+    );
+    let Some(Outcome::Failed(why)) = report.get("routes/lists-back-as-created") else {
+        panic!("not failed");
+    };
+    assert!(why.contains("target_node_addresses"), "{why}");
+    served.stop().await;
 }

@@ -66,7 +66,10 @@ type Options struct {
 	AnnotationKeys     []string
 	// RoutesTargetNodeAddresses advertises CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES
 	// and sets cloudprovider.Route.EnableNodeAddresses on the routes the
-	// cloud gets.
+	// cloud gets. Contract 1.1.0 then asks that the cloud's ListRoutes
+	// return each route's TargetNodeAddresses as created, and that its
+	// CreateRoute for a CIDR already routed to the same node update the
+	// route in place (the controller sends no DeleteRoute first).
 	RoutesTargetNodeAddresses bool
 	// Probe reports readiness (nil error: READY; an error: NOT_READY with
 	// its message). Default: always READY.

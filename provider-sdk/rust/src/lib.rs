@@ -98,6 +98,7 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod contract_version;
 pub mod endpoint;
 pub mod error;
 pub mod fencing;
@@ -117,6 +118,7 @@ pub use ccm_proto::v1 as proto;
 
 #[cfg(feature = "client")]
 pub use client::{ClientError, ClientOptions, Handshake, ProviderClient, RequestScope};
+pub use contract_version::ContractVersion;
 pub use endpoint::{ServeError, bind_socket, socket_path};
 pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;

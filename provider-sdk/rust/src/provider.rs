@@ -364,7 +364,11 @@ pub trait Routes: Send + Sync + 'static {
         route: Route,
     ) -> impl Future<Output = ProviderResult<()>> + Send;
 
-    /// Whether routes use `target_node_addresses`.
+    /// Whether routes use `target_node_addresses`
+    /// (`CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES`). Contract 1.1.0 then asks
+    /// that `list_routes` return each route with the addresses it was
+    /// created with, and that `create_route` for a destination already
+    /// routed to the same node update the route in place.
     fn uses_target_node_addresses(&self) -> bool {
         false
     }

@@ -119,6 +119,17 @@ impl AddressType {
             AddressType::ExternalDNS => NodeAddressType::ExternalDns,
         }
     }
+
+    fn from_proto(t: i32) -> Option<AddressType> {
+        Some(match NodeAddressType::try_from(t).ok()? {
+            NodeAddressType::Hostname => AddressType::Hostname,
+            NodeAddressType::InternalIp => AddressType::InternalIp,
+            NodeAddressType::ExternalIp => AddressType::ExternalIp,
+            NodeAddressType::InternalDns => AddressType::InternalDNS,
+            NodeAddressType::ExternalDns => AddressType::ExternalDNS,
+            NodeAddressType::Unspecified => return None,
+        })
+    }
 }
 
 /// One address of an instance.
@@ -298,6 +309,10 @@ pub struct RouteRecord {
     pub name: String,
     pub target_node: String,
     pub destination_cidr: String,
+    /// The target_node_addresses of the route's latest CreateRoute, listed
+    /// back as they came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_node_addresses: Vec<Address>,
 }
 
 /// Everything the cloud holds, for assertions (`GET /state`).
@@ -1103,9 +1118,26 @@ impl State {
         route: &Route,
     ) -> ProviderResult<Route> {
         let k = key(cluster, &route.destination_cidr);
-        if let Some(existing) = self.routes.get(&k) {
+        let addresses: Vec<Address> = route
+            .target_node_addresses
+            .iter()
+            .filter_map(|a| {
+                Some(Address {
+                    kind: AddressType::from_proto(a.r#type)?,
+                    address: a.address.clone(),
+                })
+            })
+            .collect();
+        if let Some(existing) = self.routes.get_mut(&k) {
             if existing.target_node == route.target_node {
-                return Ok(self.route_proto(existing));
+                // The same node at other addresses: updated in place, as
+                // the contract asks (the destination is never unrouted).
+                if existing.target_node_addresses != addresses {
+                    existing.target_node_addresses = addresses;
+                    self.dirty = true;
+                }
+                let existing = existing.clone();
+                return Ok(self.route_proto(&existing));
             }
             return Err(ProviderError::conflicting_resource(format!(
                 "{} is already routed to node {} by route {}",
@@ -1129,6 +1161,7 @@ impl State {
             name: format!("route-{name_hint}-{cidr}"),
             target_node: route.target_node.clone(),
             destination_cidr: route.destination_cidr.clone(),
+            target_node_addresses: addresses,
         };
         let created = self.route_proto(&record);
         self.routes.insert(k, record);
@@ -1151,7 +1184,14 @@ impl State {
         Route {
             name: r.name.clone(),
             target_node: r.target_node.clone(),
-            target_node_addresses: Vec::new(),
+            target_node_addresses: r
+                .target_node_addresses
+                .iter()
+                .map(|a| NodeAddress {
+                    r#type: a.kind.to_proto() as i32,
+                    address: a.address.clone(),
+                })
+                .collect(),
             destination_cidr: r.destination_cidr.clone(),
             blackhole: !self.instances.contains_key(&r.target_node),
         }

@@ -15,7 +15,7 @@ use ccm_provider_sdk::{CallContext, ProviderError, ProviderResult, Routes};
 
 use crate::cloud::LocalCloud;
 use crate::inventory::reachable_ip_where;
-use crate::state::RouteRecord;
+use crate::state::{AddressRecord, RouteRecord};
 
 impl LocalCloud {
     fn kernel(&self) -> ProviderResult<&crate::netlink::KernelRoutes> {
@@ -49,6 +49,25 @@ impl LocalCloud {
     }
 }
 
+impl RouteRecord {
+    /// The route as listed: with the target_node_addresses it was created
+    /// with, as the contract asks of a provider with
+    /// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES.
+    fn to_proto(&self) -> Route {
+        Route {
+            name: self.name.clone(),
+            target_node: self.target_node.clone(),
+            target_node_addresses: self
+                .target_node_addresses
+                .iter()
+                .map(AddressRecord::to_proto)
+                .collect(),
+            destination_cidr: self.destination.clone(),
+            blackhole: false,
+        }
+    }
+}
+
 impl Routes for LocalCloud {
     async fn list_routes(
         &self,
@@ -70,12 +89,7 @@ impl Routes for LocalCloud {
                     .iter()
                     .any(|k| k.destination_cidr() == r.destination && k.gateway == Some(r.gateway))
             })
-            .map(|r| Route {
-                name: r.name.clone(),
-                target_node: r.target_node.clone(),
-                destination_cidr: r.destination.clone(),
-                ..Default::default()
-            })
+            .map(RouteRecord::to_proto)
             .collect())
     }
 
@@ -103,12 +117,19 @@ impl Routes for LocalCloud {
             .replace(&route.destination_cidr, gateway)
             .await
             .map_err(|e| ProviderError::cloud_unavailable(e.to_string(), None))?;
+        // Same destination and node: updated in place (`ip route replace`
+        // moves the gateway atomically), so the CIDR is never unrouted.
         let record = RouteRecord {
             cluster: cluster_name,
             name: name_hint,
             destination: route.destination_cidr.clone(),
             target_node: route.target_node.clone(),
             gateway,
+            target_node_addresses: route
+                .target_node_addresses
+                .iter()
+                .map(AddressRecord::from_proto)
+                .collect(),
         };
         let previous = world.routes.insert(key.clone(), record.clone());
         if let Err(e) = self.save(&world) {
@@ -119,12 +140,7 @@ impl Routes for LocalCloud {
             return Err(e);
         }
         tracing::info!(destination = %record.destination, %gateway, table = kernel.table(), "route programmed");
-        Ok(Route {
-            name: record.name,
-            target_node: record.target_node,
-            destination_cidr: record.destination,
-            ..Default::default()
-        })
+        Ok(record.to_proto())
     }
 
     async fn delete_route(

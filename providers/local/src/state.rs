@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use ccm_provider_sdk::proto::{NodeAddress, NodeAddressType};
 use ccm_provider_sdk::state_file::write_atomically;
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +82,41 @@ pub struct RouteRecord {
     pub destination: String,
     pub target_node: String,
     pub gateway: IpAddr,
+    /// The target_node_addresses the route was created with, listed back
+    /// as they came (a listing without them made the controller replace
+    /// the route on every reconcile). Absent in files of older versions.
+    #[serde(default)]
+    pub target_node_addresses: Vec<AddressRecord>,
+}
+
+/// One target node address: the contract's NodeAddressType name
+/// (`NODE_ADDRESS_TYPE_INTERNAL_IP`) and the address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddressRecord {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub address: String,
+}
+
+impl AddressRecord {
+    pub fn from_proto(a: &NodeAddress) -> Self {
+        AddressRecord {
+            kind: NodeAddressType::try_from(a.r#type)
+                .unwrap_or(NodeAddressType::Unspecified)
+                .as_str_name()
+                .to_owned(),
+            address: a.address.clone(),
+        }
+    }
+
+    pub fn to_proto(&self) -> NodeAddress {
+        NodeAddress {
+            r#type: NodeAddressType::from_str_name(&self.kind)
+                .unwrap_or(NodeAddressType::Unspecified) as i32,
+            address: self.address.clone(),
+        }
+    }
 }
 
 /// The newest fencing token seen for a cluster.
@@ -199,11 +235,32 @@ mod tests {
                 destination: "10.244.1.0/24".into(),
                 target_node: "n1".into(),
                 gateway: "127.0.1.1".parse().unwrap(),
+                target_node_addresses: vec![AddressRecord::from_proto(&NodeAddress {
+                    r#type: NodeAddressType::InternalIp as i32,
+                    address: "127.0.1.1".into(),
+                })],
             }],
             ..Saved::default()
         };
         file.save(&saved).unwrap();
         assert_eq!(file.load().unwrap(), saved);
+        assert_eq!(
+            saved.routes[0].target_node_addresses[0].to_proto().r#type,
+            NodeAddressType::InternalIp as i32
+        );
+        // A file written before routes kept their addresses still loads.
+        let mut old: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("state.json")).unwrap()).unwrap();
+        old["state"]["routes"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("target_node_addresses");
+        std::fs::write(dir.path().join("state.json"), old.to_string()).unwrap();
+        assert!(
+            file.load().unwrap().routes[0]
+                .target_node_addresses
+                .is_empty()
+        );
         for (bytes, want) in [
             (&b"{"[..], "not JSON"),
             (b"{\"format\": \"x\"}", "not a local-provider state file"),

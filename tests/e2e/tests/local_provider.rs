@@ -453,3 +453,98 @@ async fn routes_land_in_the_kernel_table_of_a_private_network_namespace() {
     .await;
     h.stop().await;
 }
+
+/// The count of the controller's calls of the Routes RPC `method` that
+/// answered OK, from its /metrics (0 before the first).
+fn routes_calls(metrics: &str, method: &str) -> u64 {
+    let series = format!(
+        "ccm_provider_request_duration_seconds_count{{service=\"Routes\",method=\"{method}\",code=\"OK\"}} "
+    );
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Issue 25, finding 1: the local provider advertises
+/// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES but listed its routes without
+/// them, so every full reconcile deleted every route (an outage of that
+/// Node's pod CIDR) and created it again. Once converged, further full
+/// reconciles make no DeleteRoute and no CreateRoute call.
+#[tokio::test]
+async fn converged_routes_are_left_alone_by_further_full_reconciles() {
+    let _serial = SERIAL.lock().await;
+    let files = tempfile::tempdir().unwrap();
+    let machines = machines("steady", "127.0.4", 3);
+    let all: Vec<&Machine> = machines.iter().collect();
+    write_inventory(&files.path().join("inventory.yaml"), &all);
+    let wrapper = [
+        "unshare",
+        "-rn",
+        "sh",
+        "-c",
+        "ip link set lo up && exec \"$0\" \"$@\"",
+    ];
+    let provider = local_provider(files.path(), &wrapper, &["--route-table=100".to_owned()]);
+    provider.wait_ready().await;
+    let pid = netns_pid(&provider);
+    let admin_port = free_port();
+    let h = Harness::start_against(
+        &provider.endpoint,
+        &[
+            "--route-reconciliation-period=300ms",
+            &format!("--admin-port={admin_port}"),
+        ],
+    )
+    .await;
+    let mut want = BTreeSet::new();
+    for (i, m) in all.iter().enumerate() {
+        let cidr = format!("10.244.{}.0/24", 111 + i);
+        want.insert(format!("{cidr} via {} dev lo proto 204", m.ip));
+        let mut node = kubelet_node(&m.node);
+        node.spec = Some(NodeSpec {
+            pod_cidr: Some(cidr.clone()),
+            pod_cidrs: Some(vec![cidr]),
+            ..node.spec.unwrap()
+        });
+        Api::<Node>::all(h.admin.clone())
+            .create(&PostParams::default(), &node)
+            .await
+            .unwrap();
+    }
+    eventually("three routes in table 100", || async {
+        let got = table_100(pid);
+        (got == want)
+            .then_some(())
+            .ok_or_else(|| format!("table 100: {got:?}; provider log:\n{}", provider.log()))
+    })
+    .await;
+    // Reconciles run one at a time: once two more full reconciles started
+    // (ListRoutes), the one in flight when the table was complete is done.
+    let lists_after = |at_least: u64| async move {
+        eventually(&format!("{at_least} ListRoutes calls"), || async {
+            let now = admin_get(admin_port, "/metrics").await?;
+            let lists = routes_calls(&now, "ListRoutes");
+            (lists >= at_least)
+                .then_some(now)
+                .ok_or_else(|| format!("ListRoutes calls: {lists}"))
+        })
+        .await
+    };
+    let complete = admin_get(admin_port, "/metrics").await.unwrap();
+    let converged = lists_after(routes_calls(&complete, "ListRoutes") + 2).await;
+    let lists = routes_calls(&converged, "ListRoutes");
+    lists_after(lists + 5).await;
+    let after = admin_get(admin_port, "/metrics").await.unwrap();
+    assert_eq!(
+        (
+            routes_calls(&after, "DeleteRoute") - routes_calls(&converged, "DeleteRoute"),
+            routes_calls(&after, "CreateRoute") - routes_calls(&converged, "CreateRoute"),
+        ),
+        (0, 0),
+        "(DeleteRoute, CreateRoute) calls over {} full reconciles after convergence",
+        routes_calls(&after, "ListRoutes") - lists
+    );
+    assert_eq!(table_100(pid), want);
+    h.stop().await;
+}

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ccm_provider_sdk::ContractVersion;
 use ccm_provider_sdk::proto::{self, NodeAddress};
 use k8s_openapi::api::core::v1::Node;
 
@@ -45,6 +46,40 @@ impl RouteNode {
     }
 }
 
+/// What a provider's routes do with target node addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Addresses {
+    /// No CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES: none are sent, and
+    /// listed ones are not compared.
+    #[default]
+    Ignored,
+    /// The capability from a provider declaring a contract older than
+    /// 1.1.0, where CreateRoute need not update an existing route: a route
+    /// whose listed addresses differ from the Node's is deleted, then
+    /// created again (the only way there; the destination is unrouted in
+    /// between).
+    Replace,
+    /// The capability at contract 1.1.0 or later: CreateRoute of a
+    /// destination routed to the same node updates it in place, so a
+    /// changed address is one CreateRoute and no DeleteRoute.
+    UpdateInPlace,
+}
+
+impl Addresses {
+    /// From the provider's handshake: whether it advertises
+    /// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES, and its declared
+    /// contract_version (one that does not parse gets no newer rule).
+    pub fn of_provider(capability: bool, contract_version: &str) -> Addresses {
+        let in_place = ContractVersion::parse(contract_version)
+            .is_some_and(|v| v.has(ContractVersion::V1_1_0));
+        match (capability, in_place) {
+            (false, _) => Addresses::Ignored,
+            (true, false) => Addresses::Replace,
+            (true, true) => Addresses::UpdateInPlace,
+        }
+    }
+}
+
 /// One CreateRoute to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Create {
@@ -52,6 +87,9 @@ pub struct Create {
     /// The Node's uid.
     pub name_hint: String,
     pub route: proto::Route,
+    /// The route exists with other addresses and this call updates it in
+    /// place ([`Addresses::UpdateInPlace`]).
+    pub in_place: bool,
 }
 
 /// What one reconcile does.
@@ -69,15 +107,25 @@ fn address_set(a: &[NodeAddress]) -> BTreeSet<(i32, &str)> {
     a.iter().map(|a| (a.r#type, a.address.as_str())).collect()
 }
 
-/// Upstream's reconcile, decided up front. `with_addresses`: the provider
-/// takes target node addresses (CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES),
-/// so a route whose addresses differ from the Node's is replaced.
+/// Whether a listed route's addresses differ from the Node's. A route
+/// listed without addresses has unknown ones, not different ones (a
+/// provider of contract 1.0.0 need not list them): replacing it would
+/// unroute its destination on every reconcile for nothing.
+fn addresses_differ(listed: &proto::Route, node: &RouteNode) -> bool {
+    !listed.target_node_addresses.is_empty()
+        && address_set(&listed.target_node_addresses) != address_set(&node.addresses)
+}
+
+/// Upstream's reconcile, decided up front. `addresses`: whether the
+/// provider takes target node addresses, and how a route whose addresses
+/// changed is brought up to date.
 pub fn plan(
     cluster: &[Cidr],
     nodes: &[RouteNode],
     routes: &[proto::Route],
-    with_addresses: bool,
+    addresses: Addresses,
 ) -> Plan {
+    let with_addresses = addresses != Addresses::Ignored;
     let mut plan = Plan::default();
     // (node, destination) of every route to keep.
     let mut keep: BTreeSet<(String, Cidr)> = BTreeSet::new();
@@ -98,13 +146,12 @@ pub fn plan(
                 continue;
             };
             let current = by_node.get(&(n.name.as_str(), want));
-            let up_to_date = current.is_some_and(|r| {
-                !with_addresses
-                    || address_set(&r.target_node_addresses) == address_set(&n.addresses)
-            });
-            if up_to_date {
+            let changed = with_addresses && current.is_some_and(|r| addresses_differ(r, n));
+            let in_place = changed && addresses == Addresses::UpdateInPlace;
+            if current.is_some() && (!changed || in_place) {
                 keep.insert((n.name.clone(), want));
-            } else {
+            }
+            if current.is_none() || changed {
                 plan.create.push(Create {
                     node: n.name.clone(),
                     name_hint: n.uid.clone(),
@@ -118,6 +165,7 @@ pub fn plan(
                         destination_cidr: pod_cidr.clone(),
                         ..Default::default()
                     },
+                    in_place,
                 });
             }
         }
@@ -254,7 +302,7 @@ mod tests {
             route("gone", "10.0.0.0/8"),       // reaches outside: never touched
             route("no-cidr", "10.244.5.0/24"), // node without pod CIDRs: delete
         ];
-        let p = plan(&c, &nodes, &routes, false);
+        let p = plan(&c, &nodes, &routes, Addresses::Ignored);
         let created: Vec<(&str, &str)> = p
             .create
             .iter()
@@ -290,22 +338,100 @@ mod tests {
         );
     }
 
+    fn steady(p: &Plan) -> bool {
+        p.create.is_empty() && p.delete.is_empty()
+    }
+
+    /// Issue 25, finding 1: a route listed without addresses was replaced
+    /// (deleted, then created) on every reconcile.
     #[test]
-    fn addresses_matter_only_with_the_capability() {
+    fn a_route_listed_without_addresses_is_kept() {
         let c = cidrs("10.244.0.0/16");
         let nodes = vec![rn("a", &["10.244.1.0/24"])];
         let routes = vec![route("a", "10.244.1.0/24")]; // no addresses listed
-        assert_eq!(
-            plan(&c, &nodes, &routes, false),
-            Plan {
-                condition_nodes: BTreeMap::from([("a".to_owned(), true)]),
-                ..Plan::default()
-            }
-        );
-        let p = plan(&c, &nodes, &routes, true);
-        assert_eq!(p.delete.len(), 1, "replaced: delete…");
-        assert_eq!(p.create.len(), 1, "…and create with the addresses");
+        for mode in [
+            Addresses::Ignored,
+            Addresses::Replace,
+            Addresses::UpdateInPlace,
+        ] {
+            let p = plan(&c, &nodes, &routes, mode);
+            assert_eq!(
+                p,
+                Plan {
+                    condition_nodes: BTreeMap::from([("a".to_owned(), true)]),
+                    ..Plan::default()
+                },
+                "{mode:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_route_listed_with_the_nodes_addresses_in_any_order_is_kept() {
+        let c = cidrs("10.244.0.0/16");
+        let mut a = rn("a", &["10.244.1.0/24"]);
+        a.addresses.push(NodeAddress {
+            r#type: proto::NodeAddressType::Hostname as i32,
+            address: "a".into(),
+        });
+        let mut listed = route("a", "10.244.1.0/24");
+        listed.target_node_addresses = a.addresses.iter().rev().cloned().collect();
+        let p = plan(&c, &[a], &[listed], Addresses::UpdateInPlace);
+        assert!(steady(&p), "{p:?}");
+    }
+
+    fn moved() -> (Vec<RouteNode>, Vec<proto::Route>) {
+        let nodes = vec![rn("a", &["10.244.1.0/24"])];
+        let mut listed = route("a", "10.244.1.0/24");
+        listed.target_node_addresses = vec![NodeAddress {
+            r#type: proto::NodeAddressType::InternalIp as i32,
+            address: "10.0.0.99".into(),
+        }];
+        (nodes, vec![listed])
+    }
+
+    #[test]
+    fn changed_addresses_are_updated_in_place_by_a_provider_of_1_1_0() {
+        let c = cidrs("10.244.0.0/16");
+        let (nodes, routes) = moved();
+        let p = plan(&c, &nodes, &routes, Addresses::UpdateInPlace);
+        assert!(p.delete.is_empty(), "never unrouted: {p:?}");
+        assert_eq!(p.create.len(), 1);
+        assert!(p.create[0].in_place);
         assert_eq!(p.create[0].route.target_node_addresses, nodes[0].addresses);
+    }
+
+    #[test]
+    fn changed_addresses_are_replaced_for_a_provider_of_1_0_0() {
+        let c = cidrs("10.244.0.0/16");
+        let (nodes, routes) = moved();
+        let p = plan(&c, &nodes, &routes, Addresses::Replace);
+        assert_eq!(
+            p.delete, routes,
+            "CreateRoute need not update there: delete…"
+        );
+        assert_eq!(p.create.len(), 1, "…then create with the addresses");
+        assert!(!p.create[0].in_place);
+        assert_eq!(p.create[0].route.target_node_addresses, nodes[0].addresses);
+        // Without the capability addresses are neither sent nor compared.
+        let p = plan(&c, &nodes, &routes, Addresses::Ignored);
+        assert!(steady(&p), "{p:?}");
+    }
+
+    #[test]
+    fn the_mode_follows_the_capability_and_the_declared_contract() {
+        assert_eq!(Addresses::of_provider(false, "1.1.0"), Addresses::Ignored);
+        assert_eq!(Addresses::of_provider(true, "1.0.0"), Addresses::Replace);
+        assert_eq!(Addresses::of_provider(true, "bogus"), Addresses::Replace);
+        assert_eq!(Addresses::of_provider(true, "2.0.0"), Addresses::Replace);
+        assert_eq!(
+            Addresses::of_provider(true, "1.1.0"),
+            Addresses::UpdateInPlace
+        );
+        assert_eq!(
+            Addresses::of_provider(true, "1.4.2"),
+            Addresses::UpdateInPlace
+        );
     }
 
     #[test]
@@ -314,7 +440,7 @@ mod tests {
         let nodes = vec![rn("a", &["10.244.1.0/24"])];
         // The provider lists the host-bits form; it is the same network.
         let routes = vec![route("a", "10.244.1.7/24")];
-        let p = plan(&c, &nodes, &routes, false);
+        let p = plan(&c, &nodes, &routes, Addresses::Ignored);
         assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
     }
 
@@ -372,11 +498,15 @@ mod proptests {
             cluster in vec(arb::cidr_text(), 0..3),
             nodes in vec(arb::node(), 0..4),
             routes in vec(arb_route(), 0..5),
-            with_addresses in any::<bool>(),
+            mode in prop_oneof![
+                Just(Addresses::Ignored),
+                Just(Addresses::Replace),
+                Just(Addresses::UpdateInPlace),
+            ],
         ) {
             let cluster: Vec<Cidr> = cluster.iter().filter_map(|c| Cidr::parse(c)).collect();
             let nodes: Vec<RouteNode> = nodes.iter().map(RouteNode::from_node).collect();
-            let plan = plan(&cluster, &nodes, &routes, with_addresses);
+            let plan = plan(&cluster, &nodes, &routes, mode);
             for c in &plan.create {
                 let checked = validate::route("route", &Some(c.route.clone()));
                 prop_assert!(checked.is_ok(), "{:?}", checked);
@@ -384,6 +514,17 @@ mod proptests {
             }
             for d in &plan.delete {
                 prop_assert!(responsible(&cluster, &d.destination_cidr));
+            }
+            // A provider that updates in place never has a route to a Node
+            // deleted only to be created again.
+            if mode == Addresses::UpdateInPlace {
+                for c in &plan.create {
+                    let dest = Cidr::parse(&c.route.destination_cidr);
+                    prop_assert!(!plan.delete.iter().any(|d| {
+                        d.target_node == c.route.target_node
+                            && Cidr::parse(&d.destination_cidr) == dest
+                    }), "{:?}", plan);
+                }
             }
         }
     }

@@ -22,7 +22,7 @@ use serde_json::json;
 
 mod decide;
 
-use decide::{Cidr, Plan, RouteNode};
+use decide::{Addresses, Cidr, Plan, RouteNode};
 
 use super::context::Context;
 use super::request_id;
@@ -36,7 +36,7 @@ const CHANGE_COALESCE: Duration = Duration::from_secs(1);
 pub struct Routes {
     ctx: Arc<Context>,
     cluster: Vec<Cidr>,
-    with_addresses: bool,
+    addresses: Addresses,
     /// The last listing, updated with our own creates and deletes.
     known: tokio::sync::Mutex<Option<Vec<proto::Route>>>,
 }
@@ -75,7 +75,7 @@ impl Routes {
         }
         let routes = known.as_mut().expect("listed above");
         let (nodes, by_name) = self.nodes();
-        let plan = decide::plan(&self.cluster, &nodes, routes, self.with_addresses);
+        let plan = decide::plan(&self.cluster, &nodes, routes, self.addresses);
         if plan.delete.is_empty() && plan.create.is_empty() && !list {
             return Ok(());
         }
@@ -91,7 +91,8 @@ impl Routes {
     ) {
         let ctx = &self.ctx;
         // Deletes first, always: a create for a destination just freed
-        // must not meet the old route.
+        // must not meet the old route. (A route whose addresses changed is
+        // deleted only for a provider that cannot update it in place.)
         let deleted: Vec<proto::Route> = futures::stream::iter(plan.delete)
             .map(|r| async move {
                 let deleting = ctx.provider.delete_route(&ctx.cluster_name, r.clone());
@@ -149,11 +150,16 @@ impl Routes {
                 .collect()
                 .await;
         let mut created_all: BTreeMap<String, bool> = plan.condition_nodes;
+        let mut now_routed: Vec<proto::Route> = Vec::new();
         for (c, r) in results {
             match r {
                 Ok(created) => {
-                    tracing::info!(node = %c.node, destination = %c.route.destination_cidr, "created route");
-                    routes.push(created.unwrap_or(c.route));
+                    if c.in_place {
+                        tracing::info!(node = %c.node, destination = %c.route.destination_cidr, "updated route in place");
+                    } else {
+                        tracing::info!(node = %c.node, destination = %c.route.destination_cidr, "created route");
+                    }
+                    now_routed.push(created.unwrap_or(c.route));
                 }
                 Err(message) => {
                     tracing::warn!("{message}");
@@ -161,6 +167,16 @@ impl Routes {
                 }
             }
         }
+        // The provider now has these routes, in place of any it listed
+        // for the same node and destination (an in-place update).
+        let replaced: std::collections::BTreeSet<(&str, Option<Cidr>)> = now_routed
+            .iter()
+            .map(|r| (r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+            .collect();
+        routes.retain(|r| {
+            !replaced.contains(&(r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+        });
+        routes.extend(now_routed);
         futures::stream::iter(created_all)
             .for_each_concurrent(MAX_IN_FLIGHT, |(name, ok)| async move {
                 if let Some(n) = nodes.get(&name) {
@@ -205,15 +221,17 @@ pub async fn run(
     period: Duration,
     mut node_changes: tokio::sync::watch::Receiver<u64>,
 ) {
-    let with_addresses = ctx
-        .provider
-        .handshake()
-        .await
-        .is_ok_and(|h| h.has(Capability::RoutesTargetNodeAddresses));
+    let addresses = match ctx.provider.handshake().await {
+        Ok(h) => Addresses::of_provider(
+            h.has(Capability::RoutesTargetNodeAddresses),
+            &h.info.contract_version,
+        ),
+        Err(_) => Addresses::Ignored,
+    };
     let routes = Routes {
         ctx,
         cluster,
-        with_addresses,
+        addresses,
         known: tokio::sync::Mutex::new(None),
     };
     node_changes.mark_unchanged();
@@ -252,7 +270,8 @@ mod tests {
     use super::*;
     use crate::controllers::testing::*;
     use ccm_fake_provider::FakeConfig;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use ccm_fake_provider::Method;
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
     use kube::api::ObjectMeta;
 
     fn node(name: &str, pod_cidr: &str) -> Node {
@@ -270,6 +289,102 @@ mod tests {
         }
     }
 
+    /// A Node with an InternalIP, as the routes of a provider with
+    /// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES carry.
+    fn addressed(name: &str, pod_cidr: &str, ip: &str) -> Node {
+        let mut n = node(name, pod_cidr);
+        n.status = Some(NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            }]),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn route_calls(provider: &Provider) -> (usize, usize) {
+        (
+            provider.fake.calls_of(Method::DeleteRoute).len(),
+            provider.fake.calls_of(Method::CreateRoute).len(),
+        )
+    }
+
+    /// Issue 25, finding 1: a provider listing its routes without the
+    /// addresses they were created with had every route deleted and created
+    /// again by every full reconcile, each deletion an outage of that
+    /// Node's pod CIDR.
+    #[tokio::test]
+    async fn a_listing_without_addresses_does_not_replace_routes_in_steady_state() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, _api) = accepting_api();
+        let ctx = context(
+            client,
+            &provider,
+            vec![
+                addressed("n1", "10.244.1.0/24", "10.0.0.1"),
+                addressed("n2", "10.244.2.0/24", "10.0.0.2"),
+            ],
+        );
+        let routes = Routes {
+            ctx,
+            cluster: vec![Cidr::parse("10.244.0.0/16").unwrap()],
+            addresses: Addresses::UpdateInPlace,
+            known: tokio::sync::Mutex::new(None),
+        };
+        routes.reconcile(true).await.unwrap();
+        assert_eq!(route_calls(&provider), (0, 2), "converged: two creates");
+        for _ in 0..3 {
+            routes.reconcile(true).await.unwrap();
+            routes.reconcile(false).await.unwrap();
+        }
+        assert_eq!(
+            route_calls(&provider),
+            (0, 2),
+            "(DeleteRoute, CreateRoute) calls after three more full reconciles"
+        );
+    }
+
+    /// A Node whose address changed: one CreateRoute updates its route in
+    /// place where the provider's contract has that rule, with no moment
+    /// without a route; a provider declaring 1.0.0 gets delete, then create.
+    #[tokio::test]
+    async fn a_changed_address_is_one_create_in_place_and_no_delete() {
+        for (mode, want) in [
+            (Addresses::UpdateInPlace, (0, 1)),
+            (Addresses::Replace, (1, 1)),
+        ] {
+            let provider = fake_provider(FakeConfig::default());
+            ready(&provider).await;
+            let routes_for = |ip: &str| {
+                let (client, _api) = accepting_api();
+                Routes {
+                    ctx: context(
+                        client,
+                        &provider,
+                        vec![addressed("n1", "10.244.1.0/24", ip)],
+                    ),
+                    cluster: vec![Cidr::parse("10.244.0.0/16").unwrap()],
+                    addresses: mode,
+                    known: tokio::sync::Mutex::new(None),
+                }
+            };
+            routes_for("10.0.0.1").reconcile(true).await.unwrap();
+            provider.fake.clear_calls();
+            let moved = routes_for("10.0.0.9");
+            moved.reconcile(true).await.unwrap();
+            assert_eq!(route_calls(&provider), want, "{mode:?}");
+            let cloud = provider.fake.dump().routes;
+            assert_eq!(cloud.len(), 1, "{mode:?}: {cloud:?}");
+            assert_eq!(cloud[0].target_node_addresses[0].address, "10.0.0.9");
+            // The listing now matches: nothing more to do.
+            provider.fake.clear_calls();
+            moved.reconcile(true).await.unwrap();
+            assert_eq!(route_calls(&provider), (0, 0), "{mode:?}");
+        }
+    }
+
     #[tokio::test]
     async fn a_route_per_pod_cidr_then_the_condition_and_no_repeat() {
         let provider = fake_provider(FakeConfig::default());
@@ -283,7 +398,7 @@ mod tests {
         let routes = Routes {
             ctx,
             cluster: vec![Cidr::parse("10.244.0.0/16").unwrap()],
-            with_addresses: false,
+            addresses: Addresses::Ignored,
             known: tokio::sync::Mutex::new(None),
         };
         routes.reconcile(true).await.unwrap();

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use ccm_provider_sdk::ContractVersion;
 use ccm_provider_sdk::proto::Capability;
 
 use crate::Outcome;
@@ -26,6 +27,11 @@ pub struct Case {
     /// Capabilities the provider must advertise; otherwise the case is
     /// skipped with "provider lacks CAPABILITY_X".
     pub capabilities: &'static [Capability],
+    /// The contract version that added the rule the case checks. A provider
+    /// declaring an older version is not held to it: the case still runs,
+    /// and a failure is reported as "not required at <declared>" (skipped),
+    /// not failed.
+    pub since: ContractVersion,
     run: CaseFn,
 }
 
@@ -34,15 +40,20 @@ impl std::fmt::Debug for Case {
         f.debug_struct("Case")
             .field("name", &self.name)
             .field("capabilities", &self.capabilities)
+            .field("since", &self.since)
             .finish()
     }
 }
 
 macro_rules! case {
     ($name:literal, [$($cap:ident),*], $f:path) => {
+        case!($name, [$($cap),*], $f, V1_0_0)
+    };
+    ($name:literal, [$($cap:ident),*], $f:path, $since:ident) => {
         Case {
             name: $name,
             capabilities: &[$(Capability::$cap),*],
+            since: ContractVersion::$since,
             run: |cx| Box::pin($f(cx)),
         }
     };
@@ -67,7 +78,7 @@ pub static CASES: &[Case] = &[
     case!("instances/metadata-known-node", [Instances], instances::metadata_known_node),
     case!("instances/shutdown-missing-node", [Instances], instances::shutdown_missing_node),
     case!("instances/metadata-missing-node", [Instances], instances::metadata_missing_node),
-    case!("instances/foreign-provider-id-refused", [Instances], instances::foreign_provider_id_refused),
+    case!("instances/foreign-provider-id-refused", [Instances], instances::foreign_provider_id_refused, V1_1_0),
     // Request validation.
     case!("validation/instance-exists-without-node", [Instances], validation::instance_exists_without_node),
     case!("validation/instance-exists-empty-node-name", [Instances], validation::instance_exists_empty_node_name),
@@ -94,12 +105,12 @@ pub static CASES: &[Case] = &[
     case!("loadbalancer/list-contains-once", [LoadBalancers, ListLoadBalancers], loadbalancer::list_contains_once),
     case!("loadbalancer/address-stable-across-port-change", [LoadBalancers], loadbalancer::address_stable_across_port_change),
     case!("loadbalancer/delete-isolated", [LoadBalancers], loadbalancer::delete_isolated),
-    case!("loadbalancer/update-never-creates", [LoadBalancers], loadbalancer::update_never_creates),
+    case!("loadbalancer/update-never-creates", [LoadBalancers], loadbalancer::update_never_creates, V1_1_0),
     case!("loadbalancer/node-set-by-id", [LoadBalancers, NodeSets], loadbalancer::node_set_by_id),
     case!("loadbalancer/node-set-unknown", [LoadBalancers, NodeSets], loadbalancer::node_set_unknown),
     // Fencing and cancellation.
-    case!("fencing/malformed-token-refused", [LoadBalancers], fencing::malformed_token_refused),
-    case!("fencing/cancelled-ensure-never-lands", [LoadBalancers], fencing::cancelled_ensure_never_lands),
+    case!("fencing/malformed-token-refused", [LoadBalancers], fencing::malformed_token_refused, V1_1_0),
+    case!("fencing/cancelled-ensure-never-lands", [LoadBalancers], fencing::cancelled_ensure_never_lands, V1_1_0),
     // Routes.
     case!("routes/create-idempotent", [Routes], routes::create_idempotent),
     case!("routes/list-contains-once", [Routes], routes::list_contains_once),
@@ -107,6 +118,8 @@ pub static CASES: &[Case] = &[
     case!("routes/delete-idempotent", [Routes], routes::delete_idempotent),
     case!("routes/delete-never-created", [Routes], routes::delete_never_created),
     case!("routes/list-thousands", [Routes], routes::list_thousands),
+    case!("routes/lists-back-as-created", [Routes, RoutesTargetNodeAddresses], routes::lists_back_as_created, V1_1_0),
+    case!("routes/update-in-place", [Routes, RoutesTargetNodeAddresses], routes::update_in_place, V1_1_0),
     // Zones and clusters.
     case!("zones/by-node-name-known", [Zones], other::zone_by_node_name_known),
     case!("zones/by-node-name-missing", [Zones], other::zone_by_node_name_missing),
@@ -115,14 +128,14 @@ pub static CASES: &[Case] = &[
     case!("validation/volume-labels-without-volume", [VolumeLabels], other::volume_labels_without_volume),
     case!("clusters/list-valid", [Clusters], other::list_clusters_valid),
     case!("clusters/master-valid", [Clusters], other::master_valid),
-    case!("clusters/master-unknown-not-found", [Clusters], other::master_unknown_not_found),
+    case!("clusters/master-unknown-not-found", [Clusters], other::master_unknown_not_found, V1_1_0),
 ];
 
 pub(crate) async fn run_case(cx: &Ctx, case: &Case) -> Outcome {
     if let Some(cap) = case.capabilities.iter().find(|c| !cx.has(**c)) {
         return Outcome::Skipped(format!("provider lacks {}", cap.as_str_name()));
     }
-    match tokio::time::timeout(cx.config.case_timeout, (case.run)(cx)).await {
+    let outcome = match tokio::time::timeout(cx.config.case_timeout, (case.run)(cx)).await {
         Err(_) => Outcome::Failed(format!(
             "did not finish within {:?}",
             cx.config.case_timeout
@@ -130,5 +143,54 @@ pub(crate) async fn run_case(cx: &Ctx, case: &Case) -> Outcome {
         Ok(Ok(())) => Outcome::Passed,
         Ok(Err(Verdict::Fail(why))) => Outcome::Failed(why),
         Ok(Err(Verdict::Skip(why))) => Outcome::Skipped(why),
+    };
+    grade(cx.declared, case.since, outcome)
+}
+
+/// A failure of a rule newer than the version the provider declares is
+/// reported, not failed. `declared` is `None` when the provider's
+/// contract_version does not parse: then every rule applies.
+fn grade(declared: Option<ContractVersion>, since: ContractVersion, outcome: Outcome) -> Outcome {
+    match (declared, outcome) {
+        (Some(v), Outcome::Failed(why)) if !v.has(since) => {
+            Outcome::Skipped(format!("not required at {v} (a rule of {since}): {why}"))
+        }
+        (_, outcome) => outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_of_newer_rules_are_reported_not_failed() {
+        let v1_0 = Some(ContractVersion::V1_0_0);
+        let failed = || Outcome::Failed("expected X".into());
+        assert_eq!(
+            grade(v1_0, ContractVersion::V1_1_0, failed()),
+            Outcome::Skipped("not required at 1.0.0 (a rule of 1.1.0): expected X".into())
+        );
+        assert_eq!(grade(v1_0, ContractVersion::V1_0_0, failed()), failed());
+        assert_eq!(
+            grade(
+                Some(ContractVersion::V1_1_0),
+                ContractVersion::V1_1_0,
+                failed()
+            ),
+            failed()
+        );
+        assert_eq!(grade(None, ContractVersion::V1_1_0, failed()), failed());
+        assert_eq!(
+            grade(v1_0, ContractVersion::V1_1_0, Outcome::Passed),
+            Outcome::Passed
+        );
+    }
+
+    #[test]
+    fn no_case_is_newer_than_this_contract() {
+        for c in CASES {
+            assert!(ContractVersion::current().has(c.since), "{}", c.name);
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! chosen by the run id, targets existing (known) nodes, and deletes what
 //! it created.
 
+use std::collections::BTreeSet;
+
 use ccm_provider_sdk::proto::{
     Capability, CreateRouteRequest, DeleteRouteRequest, ErrorReason, InstanceMetadataRequest,
-    ListRoutesRequest, Route,
+    ListRoutesRequest, NodeAddress, NodeAddressType, Route,
 };
 use tonic::Code;
 
@@ -225,6 +227,93 @@ pub(super) async fn delete_never_created(cx: &Ctx) -> CaseResult {
         ..Default::default()
     };
     delete(cx, &r, "DeleteRoute for a route that never existed").await
+}
+
+/// Addresses compared as the controller compares them: a set of
+/// (type, address).
+fn address_set(a: &[NodeAddress]) -> BTreeSet<(i32, String)> {
+    a.iter().map(|a| (a.r#type, a.address.clone())).collect()
+}
+
+/// The one listing of `cidr`, as a controller's reconcile would see it:
+/// routed to `want.target_node` with `want`'s addresses, not a blackhole.
+async fn listed_as(cx: &Ctx, cidr: &str, want: &Route, after: &str) -> CaseResult<Route> {
+    let listed = count_listed(cx, cidr, 0).await?;
+    check!(
+        listed.len() == 1,
+        "ListRoutes after {after}: expected {cidr} exactly once, got {listed:?}"
+    );
+    let got = listed.into_iter().next().expect("one");
+    check!(
+        got.target_node == want.target_node
+            && !got.blackhole
+            && address_set(&got.target_node_addresses) == address_set(&want.target_node_addresses),
+        "ListRoutes after {after}: expected {cidr} -> {} with target_node_addresses {:?} (CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES: a route lists back the addresses it was created with), got {got:?}",
+        want.target_node,
+        want.target_node_addresses
+    );
+    Ok(got)
+}
+
+/// A route created with target node addresses lists back with them, and a
+/// second pass of what a reconcile does (list, then create what differs)
+/// finds nothing to change: an identical CreateRoute changes nothing
+/// listed. A provider listing routes without their addresses makes a
+/// controller replace every route on every reconcile.
+pub(super) async fn lists_back_as_created(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    if r.target_node_addresses.is_empty() {
+        return Err(crate::ctx::Verdict::Skip(format!(
+            "InstanceMetadata of {} gave no addresses to route to",
+            r.target_node
+        )));
+    }
+    create(cx, &hint, &r, "CreateRoute").await?;
+    let first = listed_as(cx, &cidr, &r, "CreateRoute").await?;
+    create(cx, &hint, &r, "CreateRoute repeated, as a second reconcile").await?;
+    let second = listed_as(cx, &cidr, &r, "a repeated CreateRoute").await?;
+    check!(
+        first == second,
+        "ListRoutes: a repeated identical CreateRoute changed the listed route from {first:?} to {second:?}"
+    );
+    delete(cx, &r, "DeleteRoute").await?;
+    cx.untrack_route(&r);
+    Ok(())
+}
+
+/// CreateRoute for a destination routed to the same node with other
+/// addresses updates the route in place (the controller relies on it to
+/// follow a Node's address change without deleting the route first): OK,
+/// and the route lists once, with the new addresses.
+pub(super) async fn update_in_place(cx: &Ctx) -> CaseResult {
+    let cidr = cx.route_cidr();
+    let (hint, r) = route(cx, &cidr, false).await?;
+    if r.target_node_addresses.is_empty() {
+        return Err(crate::ctx::Verdict::Skip(format!(
+            "InstanceMetadata of {} gave no addresses to route to",
+            r.target_node
+        )));
+    }
+    create(cx, &hint, &r, "CreateRoute").await?;
+    // Another address set for the same node, its reachable addresses kept
+    // so the route still has somewhere to go.
+    let mut moved = r.clone();
+    moved.target_node_addresses.push(NodeAddress {
+        r#type: NodeAddressType::Hostname as i32,
+        address: format!("{}.conformance.invalid", r.target_node),
+    });
+    create(
+        cx,
+        &hint,
+        &moved,
+        "CreateRoute to the same node with other target_node_addresses",
+    )
+    .await?;
+    listed_as(cx, &cidr, &moved, "CreateRoute with other addresses").await?;
+    delete(cx, &moved, "DeleteRoute").await?;
+    cx.untrack_route(&moved);
+    Ok(())
 }
 
 /// How many routes `list_thousands` creates: more than one default page

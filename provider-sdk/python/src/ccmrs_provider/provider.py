@@ -307,7 +307,10 @@ class Routes(ABC):
     destination_cidr)``."""
 
     #: Whether routes use ``target_node_addresses``
-    #: (``CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES``).
+    #: (``CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES``). Contract 1.1.0 then
+    #: asks that ``list_routes`` return each route with the addresses it was
+    #: created with, and that ``create_route`` for a CIDR already routed to
+    #: the same node update the route in place.
     uses_target_node_addresses: bool = False
 
     @abstractmethod

@@ -71,7 +71,7 @@ from .provider import (
 from .validate import Violation
 
 #: The contract version reported in ``GetProviderInfo``.
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"
 #: Both directions accept messages up to this size, the contract's minimum
 #: (grpc's own default for receiving is 4 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024

@@ -223,9 +223,13 @@ type GetProviderInfoResponse struct {
 	// before "://" (cloudprovider.Interface.ProviderName()).
 	ProviderIdScheme string `protobuf:"bytes,3,opt,name=provider_id_scheme,json=providerIdScheme,proto3" json:"provider_id_scheme,omitempty"`
 	// REQUIRED. The version of this contract the provider was built against,
-	// semver without "v"; this revision of the contract is "1.0.0".
-	// Diagnostic only: compatibility is decided by the package version and
-	// capabilities.
+	// semver without "v"; this revision of the contract is "1.1.0". A rule
+	// providers MUST follow that is added to the contract bumps the minor
+	// version, and a provider is held to the rules of the version it
+	// declares: the conformance suite reports a newer rule as not required,
+	// and the controller relies on a newer rule only from a provider
+	// declaring it (docs/spec.md, "Changelog"). Which services exist is
+	// decided by the package version and capabilities.
 	ContractVersion string `protobuf:"bytes,4,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
 	// OPTIONAL. Whether the provider scopes its resources by cluster name
 	// (cloudprovider.Interface.HasClusterID()). Unset means true.

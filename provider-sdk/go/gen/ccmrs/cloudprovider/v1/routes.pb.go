@@ -33,7 +33,9 @@ type Route struct {
 	// Node.
 	TargetNode string `protobuf:"bytes,2,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
 	// OPTIONAL. The target node's addresses; sent only to providers with
-	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES.
+	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES, which list them back as sent
+	// (since contract 1.1.0; compared as a set). Empty in a listing means
+	// unknown, never "no addresses".
 	TargetNodeAddresses []*NodeAddress `protobuf:"bytes,3,rep,name=target_node_addresses,json=targetNodeAddresses,proto3" json:"target_node_addresses,omitempty"`
 	// REQUIRED. The pod CIDR routed to the node, for example "10.244.1.0/24".
 	DestinationCidr string `protobuf:"bytes,4,opt,name=destination_cidr,json=destinationCidr,proto3" json:"destination_cidr,omitempty"`

@@ -40,11 +40,21 @@ const (
 // requested "fd00:10:244:1:0::/64".
 type RoutesServiceClient interface {
 	// Lists the routes of cluster_name, paginated. Each route appears on
-	// exactly one page of a listing. Deadline: 30 s per page.
+	// exactly one page of a listing. A provider with
+	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES lists each route with the
+	// target_node_addresses of the CreateRoute that created or last updated
+	// it (since contract 1.1.0; the controller takes a route listed without
+	// them as up to date). Deadline: 30 s per page.
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	// Creates a route. Succeeds when an identical route exists; answers
 	// ALREADY_EXISTS / CONFLICTING_RESOURCE when the destination is routed
-	// elsewhere. Deadline: up to 5 min.
+	// to another node. Since contract 1.1.0, a provider with
+	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES answers a CreateRoute for a
+	// destination already routed to the same target_node with other
+	// target_node_addresses by updating that route in place, never leaving
+	// the destination without a route, and succeeds; the controller then
+	// follows a Node's address change with this one call and no DeleteRoute.
+	// Deadline: up to 5 min.
 	CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error)
 	// Deletes a route. Succeeds when it does not exist. Deadline: up to 5 min.
 	DeleteRoute(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error)
@@ -102,11 +112,21 @@ func (c *routesServiceClient) DeleteRoute(ctx context.Context, in *DeleteRouteRe
 // requested "fd00:10:244:1:0::/64".
 type RoutesServiceServer interface {
 	// Lists the routes of cluster_name, paginated. Each route appears on
-	// exactly one page of a listing. Deadline: 30 s per page.
+	// exactly one page of a listing. A provider with
+	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES lists each route with the
+	// target_node_addresses of the CreateRoute that created or last updated
+	// it (since contract 1.1.0; the controller takes a route listed without
+	// them as up to date). Deadline: 30 s per page.
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	// Creates a route. Succeeds when an identical route exists; answers
 	// ALREADY_EXISTS / CONFLICTING_RESOURCE when the destination is routed
-	// elsewhere. Deadline: up to 5 min.
+	// to another node. Since contract 1.1.0, a provider with
+	// CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES answers a CreateRoute for a
+	// destination already routed to the same target_node with other
+	// target_node_addresses by updating that route in place, never leaving
+	// the destination without a route, and succeeds; the controller then
+	// follows a Node's address change with this one call and no DeleteRoute.
+	// Deadline: up to 5 min.
 	CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error)
 	// Deletes a route. Succeeds when it does not exist. Deadline: up to 5 min.
 	DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error)

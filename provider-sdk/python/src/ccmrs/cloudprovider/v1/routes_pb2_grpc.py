@@ -72,7 +72,11 @@ class RoutesServiceServicer:
 
     def ListRoutes(self, request, context):
         """Lists the routes of cluster_name, paginated. Each route appears on
-        exactly one page of a listing. Deadline: 30 s per page.
+        exactly one page of a listing. A provider with
+        CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES lists each route with the
+        target_node_addresses of the CreateRoute that created or last updated
+        it (since contract 1.1.0; the controller takes a route listed without
+        them as up to date). Deadline: 30 s per page.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -81,7 +85,13 @@ class RoutesServiceServicer:
     def CreateRoute(self, request, context):
         """Creates a route. Succeeds when an identical route exists; answers
         ALREADY_EXISTS / CONFLICTING_RESOURCE when the destination is routed
-        elsewhere. Deadline: up to 5 min.
+        to another node. Since contract 1.1.0, a provider with
+        CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES answers a CreateRoute for a
+        destination already routed to the same target_node with other
+        target_node_addresses by updating that route in place, never leaving
+        the destination without a route, and succeeds; the controller then
+        follows a Node's address change with this one call and no DeleteRoute.
+        Deadline: up to 5 min.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
