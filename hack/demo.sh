@@ -81,16 +81,7 @@ ip -brief addr show lo | sed 's/^/  /'
 step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1 (log: $work/apiserver.log)"
 # The apiserver's audit log records every write (metadata only): the
 # steady-state step counts the controller's writes from it.
-cat >"$work/audit-policy.yaml" <<'EOF'
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    verbs: ["create", "update", "patch", "delete", "deletecollection"]
-  - level: None
-EOF
-"$bin/ccm-testenv" --data-dir "$work/apiserver" -- --audit-policy-file="$work/audit-policy.yaml" \
+"$bin/ccm-testenv" --data-dir "$work/apiserver" -- --audit-policy-file="$root/tests/support/audit-policy.yaml" \
   --audit-log-path="$work/audit.log" --audit-log-format=json >"$work/ready.json" 2>"$work/apiserver.log" &
 pids+=($!)
 wait_until "apiserver ready" 120 grep -q ready "$work/ready.json"

@@ -6,19 +6,9 @@ bin=$root/target/testenv/bin
 dir=${CCM_TESTENV_DIR:-$root/target/testenv/data}
 audit=$root/target/testenv/audit
 mkdir -p "$audit"
-# Every write, metadata only: the steady-state tests count the
-# controller's writes from it (CCM_TEST_AUDIT_LOG).
-cat >"$audit/policy.yaml" <<'POLICY'
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    verbs: ["create", "update", "patch", "delete", "deletecollection"]
-  - level: None
-POLICY
+# The audit log the steady-state tests count writes from (CCM_TEST_AUDIT_LOG).
 
-"$bin/ccm-testenv" --data-dir "$dir" "$@" -- --audit-policy-file="$audit/policy.yaml" \
+"$bin/ccm-testenv" --data-dir "$dir" "$@" -- --audit-policy-file="$root/tests/support/audit-policy.yaml" \
   --audit-log-path="$audit/audit.log" --audit-log-format=json \
   2> >(sed -u 's/^/[apiserver] /' >"$root/target/testenv/apiserver.log") |
 while IFS= read -r line; do

@@ -15,24 +15,13 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 
-/// Writes only, metadata only: reads would dominate the file and tell
-/// nothing about writes.
-const POLICY: &str = r#"apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    verbs: ["create", "update", "patch", "delete", "deletecollection"]
-  - level: None
-"#;
-
-/// The kube-apiserver flags that write the audit log to `dir/audit.log`,
-/// with the policy written beside it. The log backend's default mode,
-/// `blocking`, writes each event before the apiserver goes on.
+/// The kube-apiserver flags that write the audit log to `dir/audit.log`
+/// with `tests/support/audit-policy.yaml` (every write, metadata only).
+/// The log backend's default mode, `blocking`, writes each event before
+/// the apiserver goes on.
 pub fn apiserver_flags(dir: &Path) -> anyhow::Result<(Vec<String>, AuditLog)> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, POLICY).with_context(|| format!("writing {}", policy.display()))?;
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("audit-policy.yaml");
     let log = dir.join("audit.log");
     let flags = vec![
         format!("--audit-policy-file={}", policy.display()),
