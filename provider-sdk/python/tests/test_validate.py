@@ -199,7 +199,7 @@ def test_routes_and_volumes() -> None:
         (pb.NODE_ADDRESS_TYPE_EXTERNAL_IP, "::ffff:192.0.2.1"),
     ],
 )
-def test_node_addresses_not_dns_names_or_canonical_ips_are_refused(type_: int, address: str) -> None:
+def test_bad_dns_names_and_non_canonical_ips_are_refused(type_: int, address: str) -> None:
     with pytest.raises(Violation) as e:
         validate.node_address("a", pb.NodeAddress(type=type_, address=address))
     assert e.value.field == "a.address"
