@@ -79,25 +79,63 @@ fn address_type_from_k8s(t: &str) -> NodeAddressType {
 }
 
 /// The slim view of a Node the provider gets. Addresses the contract
-/// refuses are left out: the apiserver does not check `status.addresses`
-/// (an InternalIP "not an ip" is stored as given), and one such Node must
-/// not make every request that lists it invalid.
+/// refuses are left out, with a warning naming the Node: the apiserver does
+/// not check `status.addresses` (an InternalIP "not an ip" or a Hostname
+/// "$(rm -rf /)" is stored as given), one such Node must not make every
+/// request that lists it invalid, and a provider must never get what the
+/// contract says it cannot (it may put a DNS name in a record or a command
+/// line as it is).
 pub fn node_ref(node: &Node) -> proto::NodeRef {
+    let mut kept = Vec::new();
+    for a in addresses(node) {
+        let address = proto::NodeAddress {
+            r#type: address_type_from_k8s(&a.type_) as i32,
+            address: a.address.clone(),
+        };
+        match validate::node_address("address", &address) {
+            Ok(()) => kept.push(address),
+            // A type this contract does not know: not ours to judge.
+            Err(_) if address.r#type == NodeAddressType::Unspecified as i32 => {}
+            Err(e) => warn_left_out(name(node), &a.type_, &a.address, &e),
+        }
+    }
     proto::NodeRef {
         name: name(node).to_owned(),
         uid: node.metadata.uid.clone().unwrap_or_default(),
         provider_id: provider_id(node).to_owned(),
-        addresses: addresses(node)
-            .iter()
-            .map(|a| proto::NodeAddress {
-                r#type: address_type_from_k8s(&a.type_) as i32,
-                address: a.address.clone(),
-            })
-            .filter(|a| validate::node_address("address", a).is_ok())
-            .collect(),
+        addresses: kept,
         labels: super::string_map(&node.metadata.labels),
         annotations: super::string_map(&node.metadata.annotations),
     }
+}
+
+/// Once per Node, type and address while the process runs (a NodeRef is
+/// built for every backend of every load balancer sync), in a bounded set.
+fn warn_left_out(node: &str, type_: &str, address: &str, why: &validate::Violation) {
+    use std::collections::HashSet;
+    use std::sync::LazyLock;
+    const REMEMBERED: usize = 4096;
+    static WARNED: LazyLock<parking_lot::Mutex<HashSet<(String, String, String)>>> =
+        LazyLock::new(Default::default);
+    let shown: String = address.chars().take(256).collect();
+    let key = (node.to_owned(), type_.to_owned(), shown.clone());
+    {
+        let mut warned = WARNED.lock();
+        if warned.contains(&key) {
+            return;
+        }
+        if warned.len() >= REMEMBERED {
+            warned.clear();
+        }
+        warned.insert(key);
+    }
+    tracing::warn!(
+        node,
+        address_type = type_,
+        address = ?shown,
+        problem = %why.problem,
+        "leaving a Node address the contract refuses out of what is sent to the provider"
+    );
 }
 
 #[cfg(test)]
@@ -165,6 +203,43 @@ mod tests {
         let r = node_ref(&n);
         let kept: Vec<&str> = r.addresses.iter().map(|a| a.address.as_str()).collect();
         assert_eq!(kept, ["10.0.0.1", "n1.internal"]);
+        validate::node_ref("node", &Some(r)).unwrap();
+    }
+
+    /// Issue 25, finding 9: Hostname and InternalDNS addresses were sent to
+    /// providers verbatim though the contract says they are DNS names; a
+    /// provider that puts one in a command line or a DNS record got
+    /// "$(rm -rf /)". Now they are left out, as are IPs not in canonical
+    /// form.
+    #[test]
+    fn dns_addresses_that_are_no_dns_names_are_never_sent() {
+        let address = |type_: &str, address: &str| NodeAddress {
+            type_: type_.into(),
+            address: address.into(),
+        };
+        let n = Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    address("Hostname", "$(rm -rf /)"),
+                    address("InternalDNS", "-bad-.example"),
+                    address("ExternalDNS", "Upper.Example"),
+                    address("InternalIP", "fd00:0:0:0:0:0:0:1"),
+                    address("ExternalIP", "::ffff:192.0.2.1"),
+                    address("Hostname", "n1"),
+                    address("InternalDNS", "n1.internal.example"),
+                    address("InternalIP", "fd00::1"),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let r = node_ref(&n);
+        let kept: Vec<&str> = r.addresses.iter().map(|a| a.address.as_str()).collect();
+        assert_eq!(kept, ["n1", "n1.internal.example", "fd00::1"]);
         validate::node_ref("node", &Some(r)).unwrap();
     }
 }

@@ -11,6 +11,12 @@
 //!   successor must wait. A frozen process (SIGSTOP) wakes up with a stale
 //!   renewal and writes nothing; losing the Lease ends the process, as
 //!   upstream.
+//! - The Lease states its duration in whole seconds: rounded up, never less
+//!   than the flag (client-go truncates: 2.9 s became 2 s, shorter than a
+//!   2.8 s renew deadline, and two leaders acted at once). The fence closes
+//!   by the stated duration less [`CLOCK_RATE_MARGIN`] at the latest, both
+//!   counted from when the renewal was sent: a successor counts from when
+//!   it saw the renewal, which is later.
 //! - On clean shutdown the Lease is released (holder cleared) so a
 //!   successor takes over at once.
 
@@ -36,7 +42,9 @@ struct FenceState {
     /// When we last renewed, and our term and identity (sent with every
     /// provider mutation); `None` while the Lease is not ours.
     held: Mutex<Option<(Instant, FencingToken)>>,
-    renew_deadline: Duration,
+    /// How long after a renewal was sent we may write
+    /// ([`Config::fence_window`]).
+    window: Duration,
     /// The newest term a provider said it has seen from someone else, so
     /// the next renewal can raise ours past it.
     superseded_by: Mutex<Option<u64>>,
@@ -50,10 +58,10 @@ impl Fence {
         Fence(None)
     }
 
-    fn elected(renew_deadline: Duration) -> Fence {
+    fn elected(window: Duration) -> Fence {
         Fence(Some(Arc::new(FenceState {
             held: Mutex::new(None),
-            renew_deadline,
+            window,
             superseded_by: Mutex::new(None),
             closed: Notify::new(),
         })))
@@ -99,7 +107,7 @@ impl FenceState {
         self.held
             .lock()
             .as_ref()
-            .map(|(renewed, _)| *renewed + self.renew_deadline)
+            .map(|(renewed, _)| *renewed + self.window)
     }
 }
 
@@ -143,6 +151,11 @@ impl ccm_provider_sdk::client::MutationGate for Fence {
     }
 }
 
+/// How much faster a successor's clock may run than ours, as a fraction:
+/// the fence closes this much before the stated lease duration. Clocks
+/// disciplined by NTP differ by well under 0.1%.
+pub const CLOCK_RATE_MARGIN: f64 = 0.01;
+
 /// The flags, checked: renew deadline < lease duration, retry period <
 /// renew deadline (upstream's validation).
 #[derive(Debug, Clone)]
@@ -166,10 +179,34 @@ impl Config {
         if self.retry_period.is_zero() {
             return Err("retryPeriod must be greater than zero".into());
         }
+        if self.lease_duration > Duration::from_secs(i32::MAX as u64) {
+            return Err(format!(
+                "leaseDuration must be at most {}s (the Lease's leaseDurationSeconds)",
+                i32::MAX
+            ));
+        }
         if self.namespace.is_empty() || self.name.is_empty() {
             return Err("--leader-elect-resource-namespace and --leader-elect-resource-name must not be empty".into());
         }
         Ok(())
+    }
+
+    /// `leaseDurationSeconds` as written: the flag rounded up to whole
+    /// seconds, so the Lease never promises less than the flag.
+    pub fn lease_duration_seconds(&self) -> i32 {
+        let d = self.lease_duration;
+        let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        i32::try_from(whole.max(1)).unwrap_or(i32::MAX)
+    }
+
+    /// How long after a renewal was sent we may still write: the renew
+    /// deadline, but never past the time a successor may take the Lease
+    /// (the stated duration, less the clock-rate margin). Only shorter than
+    /// the renew deadline when the two are within 1% of each other.
+    pub fn fence_window(&self) -> Duration {
+        let stated = Duration::from_secs(self.lease_duration_seconds() as u64);
+        self.renew_deadline
+            .min(stated.mul_f64(1.0 - CLOCK_RATE_MARGIN))
     }
 }
 
@@ -211,7 +248,7 @@ impl Elector {
     pub fn new(client: Client, cfg: Config) -> Elector {
         Elector {
             api: Api::namespaced(client, &cfg.namespace),
-            fence: Fence::elected(cfg.renew_deadline),
+            fence: Fence::elected(cfg.fence_window()),
             cfg,
             ours: Mutex::new(None),
         }
@@ -228,7 +265,7 @@ impl Elector {
     fn spec(&self, acquire: bool, transitions: u64) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.cfg.identity.clone()),
-            lease_duration_seconds: Some(self.cfg.lease_duration.as_secs().max(1) as i32),
+            lease_duration_seconds: Some(self.cfg.lease_duration_seconds()),
             acquire_time: acquire.then(now),
             renew_time: Some(now()),
             lease_transitions: Some(i32::try_from(transitions).unwrap_or(i32::MAX)),
@@ -496,6 +533,57 @@ mod tests {
 
     fn token() -> FencingToken {
         FencingToken::new(2, "me")
+    }
+
+    /// A client that never connects: the elector's decisions below send
+    /// nothing.
+    fn offline_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    /// Issue 25, finding 2: with a 2.9 s lease and a 2.8 s renew deadline
+    /// the Lease said 2 s, so a successor acted while the deposed leader's
+    /// fence was still open. The Lease must promise at least the flag, and
+    /// the fence must close before a successor may act: a successor counts
+    /// the stated duration from when it first saw our renewal (after we
+    /// sent it), on a clock that may run up to 1% fast relative to ours.
+    #[tokio::test]
+    async fn the_fence_closes_before_a_successor_may_take_the_lease() {
+        let ms = Duration::from_millis;
+        for (lease, renew, retry) in [
+            (ms(2900), ms(2800), ms(1000)),
+            (ms(15_000), ms(10_000), ms(2000)),
+            (ms(1500), ms(1400), ms(500)),
+            (ms(500), ms(400), ms(100)),
+            (ms(10_000), ms(9950), ms(2000)),
+            (ms(3000), ms(2000), ms(500)),
+        ] {
+            let c = Config {
+                lease_duration: lease,
+                renew_deadline: renew,
+                retry_period: retry,
+                ..cfg()
+            };
+            c.validate().unwrap();
+            let elector = Elector::new(offline_client(), c);
+            let stated = elector.spec(false, 1).lease_duration_seconds.unwrap();
+            let successor_waits = Duration::from_secs(stated as u64);
+            assert!(
+                successor_waits >= lease,
+                "{lease:?}/{renew:?}: the Lease says {stated}s, less than the flag"
+            );
+            // Renewal sent just long enough ago that a successor may act now.
+            let sent = Instant::now() - successor_waits.mul_f64(0.99);
+            elector.fence.renewed_at(sent, token());
+            assert!(
+                !elector.fence.allows_writes(),
+                "{lease:?}/{renew:?}: the fence is open when a successor (Lease {stated}s) may act"
+            );
+            // And it is open for a fresh renewal.
+            elector.fence.renewed_at(Instant::now(), token());
+            assert!(elector.fence.allows_writes());
+        }
     }
 
     #[test]

@@ -278,10 +278,10 @@ impl Manager {
     /// The controllers the provider's capabilities allow now, or `None`
     /// when it cannot be asked (then nothing changes).
     async fn capable_now(&self, enabled: &[ControllerName]) -> Option<Vec<ControllerName>> {
-        // Any call reconnects to a restarted provider, which makes the
-        // handshake below a new one.
-        let _ = self.provider.probe().await;
-        let handshake = match self.provider.handshake().await {
+        // Asked again even on the same connection: a provider may change
+        // its capabilities without restarting. A restarted provider is
+        // reconnected to by the first call.
+        let handshake = match self.provider.refresh_handshake().await {
             Ok(h) => h,
             Err(e) => {
                 tracing::debug!(error = %e, "capability refresh: provider not answering");

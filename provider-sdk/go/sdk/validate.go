@@ -53,10 +53,20 @@ func CheckName(field, v string) *Violation {
 	return nil
 }
 
-// CheckIP checks an IP address in text form.
+// CheckIP checks an IP address in its canonical text (RFC 5952 for IPv6),
+// the form the contract sends and compares: "2001:DB8::1" and
+// "2001:db8:0:0:0:0:0:1" are refused naming the canonical form, and an
+// IPv4-mapped IPv6 address naming the IPv4 one. As the Rust and Python SDKs.
 func CheckIP(field, v string) *Violation {
-	if _, err := netip.ParseAddr(v); err != nil || strings.Contains(v, "%") {
+	a, err := netip.ParseAddr(v)
+	if err != nil || a.Zone() != "" {
 		return violation(field, "%q is not an IP address", v)
+	}
+	if a.Is4In6() {
+		return violation(field, "%q is an IPv4-mapped IPv6 address; use the IPv4 address", v)
+	}
+	if canonical := a.String(); canonical != v {
+		return violation(field, "%q is not in canonical form; use %q", v, canonical)
 	}
 	return nil
 }
@@ -205,8 +215,8 @@ func CheckProviderID(field, v string) *Violation {
 	return nil
 }
 
-// CheckNodeAddress checks a known type and an address that parses for the
-// *_IP types.
+// CheckNodeAddress checks a known type and an address: a canonical IP for
+// the *_IP types, a DNS name (DNS-1123 subdomain) for the others.
 func CheckNodeAddress(field string, a *pb.NodeAddress) *Violation {
 	if v := knownEnum(field+".type", a.GetType(), pb.NodeAddressType_name); v != nil {
 		return v
@@ -217,6 +227,9 @@ func CheckNodeAddress(field string, a *pb.NodeAddress) *Violation {
 	switch a.GetType() {
 	case pb.NodeAddressType_NODE_ADDRESS_TYPE_INTERNAL_IP, pb.NodeAddressType_NODE_ADDRESS_TYPE_EXTERNAL_IP:
 		return CheckIP(field+".address", a.GetAddress())
+	}
+	if !IsDNSSubdomain(a.GetAddress()) {
+		return violation(field+".address", "%q is not a DNS name", a.GetAddress())
 	}
 	return nil
 }
@@ -260,7 +273,7 @@ func CheckNodeRefs(field string, nodes []*pb.NodeRef) *Violation {
 
 // CheckLoadBalancerStatus checks ingress points as the apiserver accepts
 // them in a Service's status (the controller writes the status as it is):
-// an IP or a hostname each; an IP not IPv4-mapped; a hostname that is a DNS
+// an IP or a hostname each; a canonical IP (never IPv4-mapped); a hostname that is a DNS
 // name and no IP address; ip_mode only with an IP; known enums.
 func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation {
 	for i, ing := range s.GetIngress() {
@@ -271,9 +284,6 @@ func CheckLoadBalancerStatus(field string, s *pb.LoadBalancerStatus) *Violation 
 		if ip := ing.GetIp(); ip != "" {
 			if v := CheckIP(f+".ip", ip); v != nil {
 				return v
-			}
-			if netip.MustParseAddr(ip).Is4In6() {
-				return violation(f+".ip", "%q is an IPv4-mapped IPv6 address; use the IPv4 address", ip)
 			}
 		}
 		if h := ing.GetHostname(); h != "" {

@@ -237,3 +237,54 @@ func TestRoutesVolumesAndMetadata(t *testing.T) {
 		t.Errorf("empty providerID refused: %v", v)
 	}
 }
+
+// As the Rust SDK's dns_addresses_are_dns_names_and_ips_are_canonical
+// (issue 25, finding 9): the DNS address types hold DNS names, and IPs are
+// in canonical text (RFC 5952), never IPv4-mapped.
+func TestDNSAddressesAreDNSNamesAndIPsAreCanonical(t *testing.T) {
+	const (
+		hostname    = pb.NodeAddressType_NODE_ADDRESS_TYPE_HOSTNAME
+		internalDNS = pb.NodeAddressType_NODE_ADDRESS_TYPE_INTERNAL_DNS
+		externalDNS = pb.NodeAddressType_NODE_ADDRESS_TYPE_EXTERNAL_DNS
+		internalIP  = pb.NodeAddressType_NODE_ADDRESS_TYPE_INTERNAL_IP
+		externalIP  = pb.NodeAddressType_NODE_ADDRESS_TYPE_EXTERNAL_IP
+	)
+	cases := []struct {
+		typ     pb.NodeAddressType
+		address string
+		ok      bool
+	}{
+		{hostname, "$(rm -rf /)", false},
+		{internalDNS, "-bad-.example", false},
+		{externalDNS, "Upper.Example", false},
+		{hostname, "n1.", false},
+		{internalIP, "fd00:0:0:0:0:0:0:1", false},
+		{internalIP, "FD00::1", false},
+		{externalIP, "::ffff:192.0.2.1", false},
+		{hostname, "n1", true},
+		{internalDNS, "n1.internal.example", true},
+		{internalIP, "fd00::1", true},
+		{externalIP, "192.0.2.1", true},
+	}
+	for _, c := range cases {
+		v := CheckNodeAddress("a", &pb.NodeAddress{Type: c.typ, Address: c.address})
+		if c.ok && v != nil {
+			t.Errorf("%v %q: %v", c.typ, c.address, v)
+		}
+		if !c.ok && (v == nil || v.Field != "a.address") {
+			t.Errorf("%v %q: got %v", c.typ, c.address, v)
+		}
+	}
+	for _, bad := range []string{"2001:DB8::1", "2001:db8:0:0:0:0:0:1", "2001:db8::0:1"} {
+		s := &pb.LoadBalancerStatus{Ingress: []*pb.LoadBalancerIngress{{Ip: bad}}}
+		v := CheckLoadBalancerStatus("s", s)
+		if v == nil || v.Field != "s.ingress[0].ip" || !strings.Contains(v.Problem, "canonical") {
+			t.Errorf("%q: got %v", bad, v)
+		}
+	}
+	s := serviceFixture()
+	s.LoadBalancerIp = "::ffff:1.2.3.4"
+	if v := CheckService("service", s); v == nil || v.Field != "service.load_balancer_ip" || !strings.Contains(v.Problem, "IPv4-mapped") {
+		t.Errorf("got %v", v)
+	}
+}

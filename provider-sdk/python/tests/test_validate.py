@@ -182,3 +182,50 @@ def test_routes_and_volumes() -> None:
     with pytest.raises(Violation) as e:
         validate.volume("volume", pb.Volume(name="pv", driver="d"))
     assert e.value.field == "volume.volume_id"
+
+
+# As the Rust SDK's dns_addresses_are_dns_names_and_ips_are_canonical
+# (issue 25, finding 9): the DNS address types hold DNS names, and IPs are in
+# canonical text (RFC 5952), never IPv4-mapped.
+@pytest.mark.parametrize(
+    ("type_", "address"),
+    [
+        (pb.NODE_ADDRESS_TYPE_HOSTNAME, "$(rm -rf /)"),
+        (pb.NODE_ADDRESS_TYPE_INTERNAL_DNS, "-bad-.example"),
+        (pb.NODE_ADDRESS_TYPE_EXTERNAL_DNS, "Upper.Example"),
+        (pb.NODE_ADDRESS_TYPE_HOSTNAME, "n1."),
+        (pb.NODE_ADDRESS_TYPE_INTERNAL_IP, "fd00:0:0:0:0:0:0:1"),
+        (pb.NODE_ADDRESS_TYPE_INTERNAL_IP, "FD00::1"),
+        (pb.NODE_ADDRESS_TYPE_EXTERNAL_IP, "::ffff:192.0.2.1"),
+    ],
+)
+def test_bad_dns_names_and_non_canonical_ips_are_refused(type_: int, address: str) -> None:
+    with pytest.raises(Violation) as e:
+        validate.node_address("a", pb.NodeAddress(type=type_, address=address))
+    assert e.value.field == "a.address"
+
+
+def test_dns_names_and_canonical_ips_pass() -> None:
+    for type_, address in [
+        (pb.NODE_ADDRESS_TYPE_HOSTNAME, "n1"),
+        (pb.NODE_ADDRESS_TYPE_INTERNAL_DNS, "n1.internal.example"),
+        (pb.NODE_ADDRESS_TYPE_INTERNAL_IP, "fd00::1"),
+        (pb.NODE_ADDRESS_TYPE_EXTERNAL_IP, "192.0.2.1"),
+    ]:
+        validate.node_address("a", pb.NodeAddress(type=type_, address=address))
+
+
+@pytest.mark.parametrize("ip", ["2001:DB8::1", "2001:db8:0:0:0:0:0:1", "2001:db8::0:1"])
+def test_a_non_canonical_ingress_ip_is_refused(ip: str) -> None:
+    status = pb.LoadBalancerStatus(ingress=[pb.LoadBalancerIngress(ip=ip)])
+    with pytest.raises(Violation, match="canonical") as e:
+        validate.load_balancer_status("s", status)
+    assert e.value.field == "s.ingress[0].ip"
+
+
+def test_an_ipv4_mapped_load_balancer_ip_is_refused() -> None:
+    s = service()
+    s.load_balancer_ip = "::ffff:1.2.3.4"
+    with pytest.raises(Violation, match="IPv4-mapped") as e:
+        validate.service("service", s)
+    assert e.value.field == "service.load_balancer_ip"

@@ -806,6 +806,31 @@ mod tests {
     /// malformed request (the apiserver stores loadBalancerIP "foo" as it
     /// is, and a status another controller wrote may hold anything). Now
     /// the Service's own field is named, or the stale entry left out.
+    /// Issue 25, finding 9: "::ffff:1.2.3.4" was forwarded while
+    /// "010.001.002.003" was refused; both are IPs in a form other than
+    /// the canonical one the contract sends, and both are refused naming
+    /// the field.
+    #[test]
+    fn a_load_balancer_ip_not_in_canonical_form_is_refused() {
+        for (ip, problem) in [
+            ("::ffff:1.2.3.4", "IPv4-mapped"),
+            ("010.001.002.003", "not an IP address"),
+            ("2001:DB8::1", "canonical"),
+            ("2001:db8:0:0:0:0:0:1", "canonical"),
+        ] {
+            let mut s = lb_service();
+            s.spec.as_mut().unwrap().load_balancer_ip = Some(ip.into());
+            let err = to_proto(&s).unwrap_err();
+            assert_eq!(err.field, "spec.loadBalancerIP", "{ip}");
+            assert!(err.problem.contains(problem), "{ip}: {}", err.problem);
+        }
+        for ip in ["1.2.3.4", "2001:db8::1"] {
+            let mut s = lb_service();
+            s.spec.as_mut().unwrap().load_balancer_ip = Some(ip.into());
+            assert_eq!(to_proto(&s).unwrap().load_balancer_ip, ip);
+        }
+    }
+
     #[test]
     fn what_the_provider_would_refuse_is_named_here() {
         type Breaker = Box<dyn Fn(&mut Service)>;

@@ -72,8 +72,18 @@ def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
 
 
 def ip(field: str, value: str) -> None:
-    if _parse_ip(value) is None:
+    """An IP address in its canonical text (RFC 5952 for IPv6), the form the
+    contract sends and compares: "2001:DB8::1" and "2001:db8:0:0:0:0:0:1"
+    are refused naming the canonical form, an IPv4-mapped IPv6 address
+    naming the IPv4 one. As the Rust and Go SDKs."""
+    parsed = _parse_ip(value)
+    if parsed is None:
         raise Violation(field, f"{value!r} is not an IP address")
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        raise Violation(field, f"{value!r} is an IPv4-mapped IPv6 address; use the IPv4 address")
+    canonical = str(parsed)
+    if canonical != value:
+        raise Violation(field, f"{value!r} is not in canonical form; use {canonical!r}")
 
 
 def cidr(field: str, value: str) -> None:
@@ -179,6 +189,8 @@ def node_address(field: str, a: types_pb2.NodeAddress) -> None:
         raise Violation(f"{field}.address", "is required")
     if a.type in _IP_TYPES:
         ip(f"{field}.address", a.address)
+    elif not is_dns_subdomain(a.address):
+        raise Violation(f"{field}.address", f"{a.address!r} is not a DNS name")
 
 
 def node_addresses(field: str, addresses: Iterable[types_pb2.NodeAddress]) -> None:
@@ -220,13 +232,7 @@ def load_balancer_status(field: str, status: types_pb2.LoadBalancerStatus) -> No
         if not ing.ip and not ing.hostname:
             raise Violation(f, "neither ip nor hostname is set")
         if ing.ip:
-            parsed = _parse_ip(ing.ip)
-            if parsed is None:
-                raise Violation(f"{f}.ip", f"{ing.ip!r} is not an IP address")
-            if parsed.version == 6 and parsed.ipv4_mapped is not None:
-                raise Violation(
-                    f"{f}.ip", f"{ing.ip!r} is an IPv4-mapped IPv6 address; use the IPv4 address"
-                )
+            ip(f"{f}.ip", ing.ip)
         if ing.hostname:
             if not is_dns_subdomain(ing.hostname):
                 raise Violation(f"{f}.hostname", f"{ing.hostname!r} is not a DNS name")

@@ -1,5 +1,6 @@
-//! IdentityService: the handshake (cached per connection) that tells the
-//! client what the provider supports, and the readiness probe.
+//! IdentityService: the handshake (cached per connection, read again on
+//! demand) that tells the client what the provider supports, and the
+//! readiness probe.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,11 +34,24 @@ impl ProviderClient {
     /// The handshake for the current connection, made now if the connection
     /// is new (first call, or the provider restarted).
     pub async fn handshake(&self) -> Result<Arc<Handshake>, ClientError> {
+        self.handshake_again(false).await
+    }
+
+    /// The handshake made now, on the current connection or a new one: a
+    /// provider may change its capabilities without reconnecting (the
+    /// controller asks every `--provider-capability-refresh-period`). Calls
+    /// made after it see what it read.
+    pub async fn refresh_handshake(&self) -> Result<Arc<Handshake>, ClientError> {
+        self.handshake_again(true).await
+    }
+
+    async fn handshake_again(&self, fresh: bool) -> Result<Arc<Handshake>, ClientError> {
         let mut current = self.handshake.lock().await;
         let before = self.connection_count();
         if let Some(h) = current.as_ref()
             && h.connection == before
             && before != 0
+            && !fresh
         {
             return Ok(h.clone());
         }
@@ -64,14 +78,23 @@ impl ProviderClient {
             annotations: caps.annotations.unwrap_or_default(),
             connection: self.connection_count(),
         });
-        tracing::info!(
-            provider = %h.info.name,
-            // Free text from the provider, checked for nothing else.
-            version = %crate::error::bounded(&h.info.vendor_version),
-            capabilities = ?h.capabilities,
-            connection = h.connection,
-            "provider handshake"
-        );
+        // A refresh that changed nothing is not news.
+        let changed = current.as_ref().is_none_or(|old| {
+            old.connection != h.connection
+                || old.info != h.info
+                || old.capabilities != h.capabilities
+                || old.annotations != h.annotations
+        });
+        if changed {
+            tracing::info!(
+                provider = %h.info.name,
+                // Free text from the provider, checked for nothing else.
+                version = %crate::error::bounded(&h.info.vendor_version),
+                capabilities = ?h.capabilities,
+                connection = h.connection,
+                "provider handshake"
+            );
+        }
         *current = Some(h.clone());
         Ok(h)
     }

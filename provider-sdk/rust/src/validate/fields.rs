@@ -27,10 +27,31 @@ pub fn name(field: &str, value: &str) -> Checked {
     Ok(())
 }
 
+/// An IP address in its canonical text (RFC 5952 for IPv6), the form the
+/// contract sends and compares: "2001:DB8::1" and "2001:db8:0:0:0:0:0:1"
+/// are refused naming the canonical form, an IPv4-mapped IPv6 address
+/// naming the IPv4 one (Kubernetes refuses it in a Service's status). The
+/// Go and Python SDKs check the same.
 pub fn ip(field: &str, value: &str) -> Checked<IpAddr> {
-    value
+    let parsed: IpAddr = value
         .parse()
-        .map_err(|_| violation(field, format!("{value:?} is not an IP address")))
+        .map_err(|_| violation(field, format!("{value:?} is not an IP address")))?;
+    if let IpAddr::V6(v6) = parsed
+        && v6.to_ipv4_mapped().is_some()
+    {
+        return Err(violation(
+            field,
+            format!("{value:?} is an IPv4-mapped IPv6 address; use the IPv4 address"),
+        ));
+    }
+    let canonical = parsed.to_string();
+    if canonical != value {
+        return Err(violation(
+            field,
+            format!("{value:?} is not in canonical form; use {canonical:?}"),
+        ));
+    }
+    Ok(parsed)
 }
 
 /// Parses "address/prefix".

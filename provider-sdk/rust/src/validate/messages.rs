@@ -22,6 +22,13 @@ pub fn node_address(field: &str, a: &NodeAddress) -> Checked {
         NodeAddressType::InternalIp | NodeAddressType::ExternalIp
     ) {
         lazily(|f| ip(f, &a.address), || format!("{field}.address"))?;
+    } else if !is_dns_subdomain(&a.address) {
+        // The contract says a DNS name: a provider may put it in a DNS
+        // record or a command line as it is.
+        return Err(violation(
+            format!("{field}.address"),
+            format!("{:?} is not a DNS name", a.address),
+        ));
     }
     Ok(())
 }
@@ -68,19 +75,11 @@ pub fn load_balancer_status(field: &str, status: &LoadBalancerStatus) -> Checked
         if ing.ip.is_empty() && ing.hostname.is_empty() {
             return Err(violation(f, "neither ip nor hostname is set"));
         }
-        // What the apiserver accepts in status.loadBalancer.ingress[]: the
+        // What the apiserver accepts in status.loadBalancer.ingress[] (no
+        // IPv4-mapped address), canonical as every IP of the contract: the
         // controller writes the status as it is.
-        if !ing.ip.is_empty()
-            && let IpAddr::V6(v6) = ip(&format!("{f}.ip"), &ing.ip)?
-            && v6.to_ipv4_mapped().is_some()
-        {
-            return Err(violation(
-                format!("{f}.ip"),
-                format!(
-                    "{:?} is an IPv4-mapped IPv6 address; use the IPv4 address",
-                    ing.ip
-                ),
-            ));
+        if !ing.ip.is_empty() {
+            ip(&format!("{f}.ip"), &ing.ip)?;
         }
         if !ing.hostname.is_empty() {
             if !is_dns_subdomain(&ing.hostname) {
@@ -353,6 +352,53 @@ mod tests {
         ] {
             load_balancer_status("s", &ok).unwrap();
         }
+    }
+
+    /// Issue 25, finding 9: the contract says DNS names for the DNS address
+    /// types and canonical text for IPs; both were taken as anything.
+    #[test]
+    fn dns_addresses_are_dns_names_and_ips_are_canonical() {
+        let a = |t: NodeAddressType, address: &str| NodeAddress {
+            r#type: t as i32,
+            address: address.into(),
+        };
+        use NodeAddressType::{ExternalDns, ExternalIp, Hostname, InternalDns, InternalIp};
+        for bad in [
+            a(Hostname, "$(rm -rf /)"),
+            a(InternalDns, "-bad-.example"),
+            a(ExternalDns, "Upper.Example"),
+            a(Hostname, "n1."),
+            a(InternalIp, "fd00:0:0:0:0:0:0:1"),
+            a(InternalIp, "FD00::1"),
+            a(ExternalIp, "::ffff:192.0.2.1"),
+        ] {
+            let err = node_address("a", &bad).unwrap_err();
+            assert_eq!(err.field, "a.address", "{bad:?}");
+        }
+        for ok in [
+            a(Hostname, "n1"),
+            a(InternalDns, "n1.internal.example"),
+            a(InternalIp, "fd00::1"),
+            a(ExternalIp, "192.0.2.1"),
+        ] {
+            node_address("a", &ok).unwrap();
+        }
+        let ingress = |ip: &str| LoadBalancerStatus {
+            ingress: vec![crate::proto::LoadBalancerIngress {
+                ip: ip.into(),
+                ..Default::default()
+            }],
+        };
+        for bad in ["2001:DB8::1", "2001:db8:0:0:0:0:0:1", "2001:db8::0:1"] {
+            let err = load_balancer_status("s", &ingress(bad)).unwrap_err();
+            assert_eq!(err.field, "s.ingress[0].ip", "{bad}");
+            assert!(err.problem.contains("canonical"), "{err}");
+        }
+        let mut s = service_fixture();
+        s.load_balancer_ip = "::ffff:1.2.3.4".into();
+        let err = service("service", &Some(s)).unwrap_err();
+        assert_eq!(err.field, "service.load_balancer_ip");
+        assert!(err.problem.contains("IPv4-mapped"), "{err}");
     }
 
     #[test]

@@ -50,6 +50,16 @@ fn arb_cidr_text() -> BoxedStrategy<String> {
         .boxed()
 }
 
+/// An IP as the contract sends one: canonical, never IPv4-mapped.
+fn arb_canonical_ip() -> BoxedStrategy<IpAddr> {
+    any::<IpAddr>()
+        .prop_map(|ip| match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        })
+        .boxed()
+}
+
 /// A DNS-1123 subdomain.
 fn arb_dns_name() -> BoxedStrategy<String> {
     "[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?){0,3}".boxed()
@@ -104,7 +114,7 @@ fn arb_string_map() -> BoxedStrategy<HashMap<String, String>> {
 }
 
 fn arb_node_address() -> BoxedStrategy<NodeAddress> {
-    (arb_enum_value(), arb_text())
+    (arb_enum_value(), prop_oneof![arb_text(), arb_dns_name()])
         .prop_map(|(r#type, address)| NodeAddress { r#type, address })
         .boxed()
 }
@@ -324,7 +334,7 @@ fn arb_valid_service() -> BoxedStrategy<Service> {
             0..3,
         ),
         (1i32..=2, 0i32..=2, 1i32..=2),
-        any::<Option<IpAddr>>(),
+        proptest::option::of(arb_canonical_ip()),
     )
         .prop_map(
             |((namespace, name, uid), labels, annotations, ports, ranges, enums, ip)| {
@@ -447,11 +457,19 @@ proptest! {
         check_field(load_balancer_status("status", &status), "status.")?;
     }
 
+    /// What is accepted is an IP in its canonical text, never IPv4-mapped
+    /// (issue 25, finding 9); every canonical IP that is not mapped is.
     #[test]
-    fn ips_are_what_the_standard_library_parses(s in arb_text()) {
+    fn ips_are_canonical_text(s in prop_oneof![arb_ip_text(), arb_text()]) {
+        let canonical = s.parse::<IpAddr>().ok().filter(|a| {
+            a.to_string() == s && !matches!(a, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some())
+        });
         match ip("f", &s) {
-            Ok(ip) => prop_assert_eq!(s.parse::<IpAddr>().ok(), Some(ip)),
-            Err(v) => prop_assert_eq!(v.field, "f"),
+            Ok(ip) => prop_assert_eq!(canonical, Some(ip)),
+            Err(v) => {
+                prop_assert_eq!(v.field, "f");
+                prop_assert!(canonical.is_none(), "{s:?} refused: {}", v.problem);
+            }
         }
     }
 
@@ -535,7 +553,10 @@ proptest! {
                 prop_assert!(ty.is_ok_and(|t| t != NodeAddressType::Unspecified));
                 prop_assert!(!a.address.is_empty());
                 if matches!(ty, Ok(NodeAddressType::InternalIp | NodeAddressType::ExternalIp)) {
-                    prop_assert!(a.address.parse::<IpAddr>().is_ok());
+                    prop_assert!(a.address.parse::<IpAddr>().is_ok_and(|ip| ip.to_string() == a.address));
+                } else {
+                    // A DNS name, as the contract says (issue 25, finding 9).
+                    prop_assert!(super::fields::is_dns_subdomain(&a.address), "{a:?}");
                 }
             }
         }
