@@ -29,7 +29,8 @@ struct Hostile {
     page_delay: Duration,
     held: watch::Sender<usize>,
     release: watch::Receiver<bool>,
-    huge: Arc<InstanceMetadata>,
+    /// Built only in the provider process that serves it.
+    huge: Option<Arc<InstanceMetadata>>,
 }
 
 /// ~15.5 MB of valid metadata (within the contract's 16 MiB message
@@ -118,8 +119,8 @@ impl instances_service_server::InstancesService for Hostile {
     ) -> Result<Response<InstanceMetadataResponse>, Status> {
         let name = r.into_inner().node.unwrap_or_default().name;
         let count = |prefix: &str| name.strip_prefix(prefix).map(|n| n.parse().unwrap());
-        let metadata = if name == "huge" {
-            (*self.huge).clone()
+        let metadata = if let Some(huge) = self.huge.as_ref().filter(|_| name == "huge") {
+            (**huge).clone()
         } else if let Some(n) = count("addresses-") {
             InstanceMetadata {
                 node_addresses: addresses(n),
@@ -255,7 +256,7 @@ fn serve(page_delay: Duration) -> Serving {
         page_delay,
         held: held_tx,
         release: release_rx,
-        huge: Arc::new(huge_metadata()),
+        huge: None,
     };
     let (bound_tx, bound) = std::sync::mpsc::channel();
     let p = provider.clone();
@@ -321,7 +322,7 @@ fn hostile_provider_process() {
         page_delay: Duration::ZERO,
         held,
         release,
-        huge: Arc::new(huge_metadata()),
+        huge: Some(Arc::new(huge_metadata())),
     };
     serve_on(std::path::Path::new(&socket), provider, || {});
 }
