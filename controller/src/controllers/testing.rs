@@ -150,6 +150,12 @@ pub fn fake_provider(config: FakeConfig) -> Provider {
 /// A controller context over `client`, `provider` and a Node cache
 /// holding `nodes`.
 pub fn context(client: Client, provider: &Provider, nodes: Vec<Node>) -> Arc<Context> {
+    context_over(client, provider.client.clone(), nodes)
+}
+
+/// [`context`] over any provider client (a provider written on the raw
+/// generated traits, to send what the fake never would).
+pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) -> Arc<Context> {
     let (store, mut writer) = reflector::store();
     for n in nodes {
         writer.apply_watcher_event(&watcher::Event::Apply(n));
@@ -157,7 +163,7 @@ pub fn context(client: Client, provider: &Provider, nodes: Vec<Node>) -> Arc<Con
     let mut registry = prometheus_client::registry::Registry::default();
     Context::new(
         client,
-        provider.client.clone(),
+        provider,
         store,
         "kubernetes".into(),
         "test-controller",

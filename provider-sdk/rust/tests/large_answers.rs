@@ -1,6 +1,7 @@
 //! Answers above tonic's 4 MiB default and within the contract's 16 MiB
-//! (`MAX_MESSAGE_BYTES`) reach the client for every service, not only for
-//! the ones whose client happened to set the limit.
+//! (`MAX_MESSAGE_BYTES`) reach the client for every RPC whose answer may
+//! carry that much (a collection), not only for the ones whose client
+//! happened to set the limit; the others refuse them by size.
 
 use std::collections::BTreeMap;
 
@@ -49,8 +50,7 @@ fn volume_labels() -> BTreeMap<String, String> {
 }
 
 /// No valid zone or master address is anywhere near 10 MiB (label values
-/// and names are short), so these answers are valid in size only: the
-/// client must receive them and then reject their content.
+/// and names are short): these answers are past their RPC's bound.
 fn huge_string() -> String {
     "z".repeat(TEN_MIB)
 }
@@ -91,13 +91,8 @@ impl Clusters for Big {
     }
 }
 
-/// The answer arrived whole (no message-size error) and the client then
-/// refused its content, naming `field`.
-fn rejected_for_content(
-    method: &str,
-    result: Result<impl std::fmt::Debug, ClientError>,
-    field: &str,
-) {
+/// The client refused the answer as invalid, naming `field`.
+fn rejected(method: &str, result: Result<impl std::fmt::Debug, ClientError>, field: &str) {
     match result {
         Err(ClientError::InvalidResponse {
             method: m,
@@ -138,16 +133,17 @@ async fn zones_volumes_and_clusters_answers_of_10_mib_reach_the_client() {
     assert!(bytes > TEN_MIB - 1024 * 1024, "{bytes}");
     assert_eq!(labels, volume_labels());
 
-    rejected_for_content("Master", c.master("k").await, "address");
-    rejected_for_content(
+    // Refused from the length prefix, before being read.
+    rejected("Master", c.master("k").await, "answer");
+    rejected(
         "GetZoneByProviderId",
         c.zone_by_provider_id("big://i-1").await,
-        "zone.failure_domain",
+        "answer",
     );
-    rejected_for_content(
+    rejected(
         "GetZoneByNodeName",
         c.zone_by_node_name("node-1").await,
-        "zone.region",
+        "answer",
     );
 
     serving.stop().await;

@@ -92,10 +92,27 @@ async fn patch_addresses(
             &ctx.patch_params(),
             // A JSON merge patch replaces the whole list, which is what
             // addresses need (their strategic merge key is wrong upstream).
-            &Patch::Merge(json!({ "status": { "addresses": addresses } })),
+            // Serialized from the typed list: a serde_json::Value of it
+            // costs many times the list itself.
+            &Patch::Merge(AddressesPatch {
+                status: AddressesStatus {
+                    addresses: &addresses,
+                },
+            }),
         )
         .await?;
     Ok(Some(written))
+}
+
+/// `{"status": {"addresses": [...]}}`.
+#[derive(Debug, serde::Serialize)]
+struct AddressesPatch<'a> {
+    status: AddressesStatus<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct AddressesStatus<'a> {
+    addresses: &'a [k8s_openapi::api::core::v1::NodeAddress],
 }
 
 /// Zone and region from ZonesService when InstanceMetadata left them

@@ -128,3 +128,191 @@ fn identity(entry: &LoadBalancerEntry) -> proto::Service {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use ccm_provider_sdk::proto::{self, *};
+    use ccm_provider_sdk::{ClientError, ClientOptions, ProviderClient, bind_socket};
+    use futures::channel::mpsc;
+    use kube::runtime::reflector;
+    use tonic::{Request, Response, Status};
+
+    use super::super::Lb;
+    use crate::controllers::testing::{accepting_api, context_over};
+
+    /// A provider on the raw generated traits whose listing ends after
+    /// `pages` pages, or never (each page naming a fresh next page), and
+    /// which counts the deletes it gets.
+    #[derive(Clone, Default)]
+    struct Listing {
+        pages: Option<usize>,
+        calls: Arc<AtomicUsize>,
+        deletes: Arc<AtomicUsize>,
+    }
+
+    #[tonic::async_trait]
+    impl identity_service_server::IdentityService for Listing {
+        async fn get_provider_info(
+            &self,
+            _: Request<GetProviderInfoRequest>,
+        ) -> Result<Response<GetProviderInfoResponse>, Status> {
+            Ok(Response::new(GetProviderInfoResponse {
+                name: "listing".into(),
+                vendor_version: "0".into(),
+                provider_id_scheme: "listing".into(),
+                contract_version: proto::CONTRACT_VERSION.into(),
+                has_cluster_id: Some(true),
+                ..Default::default()
+            }))
+        }
+        async fn get_provider_capabilities(
+            &self,
+            _: Request<GetProviderCapabilitiesRequest>,
+        ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
+            Ok(Response::new(GetProviderCapabilitiesResponse {
+                capabilities: vec![
+                    Capability::LoadBalancers as i32,
+                    Capability::ListLoadBalancers as i32,
+                ],
+                annotations: None,
+            }))
+        }
+        async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+    }
+
+    #[tonic::async_trait]
+    impl load_balancer_service_server::LoadBalancerService for Listing {
+        async fn get_load_balancer(
+            &self,
+            _: Request<GetLoadBalancerRequest>,
+        ) -> Result<Response<GetLoadBalancerResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+        async fn get_load_balancer_name(
+            &self,
+            _: Request<GetLoadBalancerNameRequest>,
+        ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+        async fn ensure_load_balancer(
+            &self,
+            _: Request<EnsureLoadBalancerRequest>,
+        ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+        async fn put_node_set(
+            &self,
+            _: Request<PutNodeSetRequest>,
+        ) -> Result<Response<PutNodeSetResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+        async fn update_load_balancer(
+            &self,
+            _: Request<UpdateLoadBalancerRequest>,
+        ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
+            Err(Status::unimplemented("unused"))
+        }
+        async fn ensure_load_balancer_deleted(
+            &self,
+            _: Request<EnsureLoadBalancerDeletedRequest>,
+        ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
+            self.deletes.fetch_add(1, Ordering::SeqCst);
+            Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
+        }
+        async fn list_load_balancers(
+            &self,
+            _: Request<ListLoadBalancersRequest>,
+        ) -> Result<Response<ListLoadBalancersResponse>, Status> {
+            let page = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let last = self.pages.is_some_and(|p| page >= p);
+            Ok(Response::new(ListLoadBalancersResponse {
+                load_balancers: vec![LoadBalancerSummary {
+                    name: format!("lb-{page}"),
+                    service_uid: format!("uid-{page}"),
+                    service_namespace: "ns".into(),
+                    service_name: format!("gone-{page}"),
+                    status: None,
+                }],
+                next_page_token: if last {
+                    String::new()
+                } else {
+                    format!("page-{page}")
+                },
+            }))
+        }
+    }
+
+    /// Serves `provider` on a socket in `dir` and returns a client of it.
+    async fn serve(provider: Listing, dir: &tempfile::TempDir) -> ProviderClient {
+        let path = dir.path().join("provider.sock");
+        let listener = bind_socket(&path, 0o600).await.unwrap();
+        let incoming = futures::stream::unfold(listener, |l| async move {
+            Some((l.accept().await.map(|(s, _)| s), l))
+        });
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(identity_service_server::IdentityServiceServer::new(
+                    provider.clone(),
+                ))
+                .add_service(load_balancer_service_server::LoadBalancerServiceServer::new(provider))
+                .serve_with_incoming(incoming),
+        );
+        let endpoint = format!("unix://{}", path.display());
+        ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap()
+    }
+
+    /// One sweep against `provider`, with no Service in the cluster: every
+    /// load balancer listed is an orphan.
+    async fn sweep_once(provider: &Listing) -> Result<usize, ClientError> {
+        let dir = tempfile::tempdir().unwrap();
+        let client = serve(provider.clone(), &dir).await;
+        let (api, _) = accepting_api();
+        let (resync, _) = mpsc::unbounded();
+        let lb = Lb::new(
+            context_over(api, client, vec![]),
+            tokio::sync::watch::channel(0).1,
+            resync,
+        );
+        let (services, _writer) = reflector::store();
+        super::sweep(&lb, &services).await
+    }
+
+    /// Issue 25, finding 5: a provider whose every page names a fresh next
+    /// page was followed for 100,000 pages. The sweep now fails after the
+    /// client's page budget, and deletes nothing.
+    #[tokio::test]
+    async fn a_listing_that_never_ends_fails_the_sweep_and_deletes_nothing() {
+        let endless = Listing::default();
+        let swept = tokio::time::timeout(std::time::Duration::from_secs(30), sweep_once(&endless))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "still sweeping after 30 s, {} pages listed",
+                    endless.calls.load(Ordering::SeqCst)
+                )
+            });
+        match swept {
+            Err(ClientError::InvalidResponse { method, violation }) => {
+                assert_eq!(method, "ListLoadBalancers");
+                assert_eq!(violation.field, "next_page_token", "{violation}");
+            }
+            other => panic!("expected the listing refused, got {other:?}"),
+        }
+        let max_pages = ClientOptions::default().max_list_pages;
+        assert_eq!(endless.calls.load(Ordering::SeqCst), max_pages);
+        assert_eq!(endless.deletes.load(Ordering::SeqCst), 0);
+
+        // The same provider with a listing that ends: its orphans go.
+        let ending = Listing {
+            pages: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(sweep_once(&ending).await.unwrap(), 3);
+        assert_eq!(ending.deletes.load(Ordering::SeqCst), 3);
+    }
+}

@@ -190,7 +190,12 @@ impl ProviderClient {
                     .insert(proto::FENCING_TOKEN_METADATA, v);
             }
         }
-        let client = Req::Client::limited(self.channel.clone(), self.opts.max_message_bytes);
+        let max_answer = Req::MAX_ANSWER_BYTES.min(self.opts.max_message_bytes);
+        let client = Req::Client::limited(
+            self.channel.clone(),
+            self.opts.max_message_bytes,
+            max_answer,
+        );
         // Identity calls (Probe among them) take no slot: a health check
         // never waits behind reads and mutations.
         let slots = match rpc.deadline {
@@ -245,7 +250,10 @@ impl ProviderClient {
             .await
         {
             Ok(response) => response,
-            Err(e) => return Err(fenced_failure(Req::METHOD, gate.as_deref(), e)),
+            Err(e) => {
+                let e = oversized_answer(Req::METHOD, max_answer, e);
+                return Err(fenced_failure(Req::METHOD, gate.as_deref(), e));
+            }
         };
         answer(response).map_err(invalid_answer(Req::METHOD))
     }
@@ -419,6 +427,30 @@ pub fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
+/// tonic's refusal of an answer past `max_answer` bytes (from its length
+/// prefix, before reading it) as what it is: a provider bug in `method`'s
+/// answer, not the provider's error.
+fn oversized_answer(method: &'static str, max_answer: usize, e: ClientError) -> ClientError {
+    const TONIC_TOO_LARGE: &str = "Error, decoded message length too large: found ";
+    let found = e.provider_error().and_then(|p| {
+        let size = p.message().strip_prefix(TONIC_TOO_LARGE)?;
+        let size = size.split_once(' ')?.0.parse::<usize>().ok()?;
+        (p.code() == tonic::Code::OutOfRange && p.reason().is_none()).then_some(size)
+    });
+    match found {
+        Some(size) => ClientError::InvalidResponse {
+            method,
+            violation: crate::validate::violation(
+                "answer",
+                format!(
+                    "is {size} bytes, more than the {max_answer} bytes a {method} answer may carry"
+                ),
+            ),
+        },
+        None => e,
+    }
+}
+
 /// What a failed mutation means to leader election: a NOT_LEADER answer is
 /// reported to the gate, and a call cancelled because the gate closed is
 /// [`ClientError::Refused`], as if it had never been sent.
@@ -478,7 +510,7 @@ mod tests {
     struct Unconnected;
 
     impl ServiceClient for Unconnected {
-        fn limited(_: Channel, _: usize) -> Self {
+        fn limited(_: Channel, _: usize, _: usize) -> Self {
             Unconnected
         }
     }
@@ -492,6 +524,7 @@ mod tests {
 
     impl Unary for Echo {
         const METHOD: &'static str = "Echo";
+        const MAX_ANSWER_BYTES: usize = 1024;
         type Client = Unconnected;
         type Response = String;
         async fn send(_: Unconnected, request: Request<Self>) -> Result<Response<String>, Status> {
@@ -727,6 +760,7 @@ mod tests {
 
     impl Unary for Hang {
         const METHOD: &'static str = "Hang";
+        const MAX_ANSWER_BYTES: usize = 1024;
         type Client = Unconnected;
         type Response = ();
         async fn send(_: Unconnected, _: Request<Self>) -> Result<Response<()>, Status> {
@@ -761,6 +795,7 @@ mod tests {
 
     impl Unary for NotLeader {
         const METHOD: &'static str = "NotLeader";
+        const MAX_ANSWER_BYTES: usize = 1024;
         type Client = Unconnected;
         type Response = ();
         async fn send(_: Unconnected, _: Request<Self>) -> Result<Response<()>, Status> {

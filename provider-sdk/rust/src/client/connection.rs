@@ -12,8 +12,11 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::ClientOptions;
 use crate::endpoint::check_socket_permissions;
 
-/// The largest header or trailer block accepted from the provider.
-const MAX_TRAILER_BYTES: u32 = 1024 * 1024;
+/// The largest header or trailer block accepted from the provider: the
+/// contract's message bound. HTTP/2 cannot skip a header block (the HPACK
+/// state is the connection's), so past roughly this size h2 must end the
+/// connection; below it, a block that is too large fails only its stream.
+const MAX_TRAILER_BYTES: u32 = crate::MAX_MESSAGE_BYTES as u32;
 
 /// A channel that connects on first use; `connections` counts the
 /// connections it has made.
@@ -26,9 +29,12 @@ pub(super) fn lazy_channel(
     // prescribes for Unix sockets.
     // No concurrency limit here: the call path counts reads and mutations
     // itself, so identity calls (health checks) never queue behind them.
-    // Trailers up to 1 MiB: a provider that puts a huge text into an error
-    // (one not on this SDK, which cuts them) must fail that one call, not
-    // the HTTP/2 connection every other call shares.
+    // Trailers up to the message bound: a provider that puts a huge text
+    // into an error (one not on this SDK, which cuts them) must fail that
+    // one call, not the HTTP/2 connection every other call shares. With a
+    // 1 MiB limit, a 2 MiB text took more CONTINUATION frames than h2
+    // allows for it, and h2 answered with GOAWAY. The text is cut to
+    // MAX_ERROR_TEXT_BYTES as soon as it is read.
     let endpoint = Endpoint::from_static("http://localhost")
         .connect_timeout(opts.identity_timeout)
         .http2_max_header_list_size(MAX_TRAILER_BYTES);

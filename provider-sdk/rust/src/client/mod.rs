@@ -35,6 +35,7 @@ pub use call::{MAX_REQUEST_ID_BYTES, RequestScope, code_name};
 pub use error::ClientError;
 pub use identity::Handshake;
 pub use options::{CallObserver, ClientOptions, MutationGate};
+pub use rpcs::{LISTING_ANSWER_BYTES, OBJECT_ANSWER_BYTES, SMALL_ANSWER_BYTES};
 
 use crate::endpoint::socket_path;
 use key_locks::KeyLocks;

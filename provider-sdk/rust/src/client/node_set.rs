@@ -12,7 +12,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 use tonic::{GrpcMethod, Request, Response, Status};
 
-use super::rpcs::{ServiceClient, Unary};
+use super::rpcs::{OBJECT_ANSWER_BYTES, SMALL_ANSWER_BYTES, ServiceClient, Unary};
 use crate::node_set::NodeSet;
 use crate::proto::{
     EnsureLoadBalancerResponse, PutNodeSetResponse, Service, UpdateLoadBalancerResponse,
@@ -150,11 +150,11 @@ fn string_len(tag: u32, value: &str) -> usize {
 pub(super) struct RawClient(tonic::client::Grpc<Channel>);
 
 impl ServiceClient for RawClient {
-    fn limited(channel: Channel, max_message_bytes: usize) -> Self {
+    fn limited(channel: Channel, max_request_bytes: usize, max_answer_bytes: usize) -> Self {
         RawClient(
             tonic::client::Grpc::new(channel)
-                .max_decoding_message_size(max_message_bytes)
-                .max_encoding_message_size(max_message_bytes),
+                .max_decoding_message_size(max_answer_bytes)
+                .max_encoding_message_size(max_request_bytes),
         )
     }
 }
@@ -186,6 +186,7 @@ where
 
 impl<R: NodesRpc> Unary for WithNodes<R> {
     const METHOD: &'static str = R::METHOD;
+    const MAX_ANSWER_BYTES: usize = OBJECT_ANSWER_BYTES;
     type Client = RawClient;
     type Response = R::Response;
 
@@ -235,6 +236,7 @@ impl Message for PutSet {
 
 impl Unary for PutSet {
     const METHOD: &'static str = "PutNodeSet";
+    const MAX_ANSWER_BYTES: usize = SMALL_ANSWER_BYTES;
     type Client = RawClient;
     type Response = PutNodeSetResponse;
 

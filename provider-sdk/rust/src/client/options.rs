@@ -23,6 +23,13 @@ pub struct ClientOptions {
     pub max_message_bytes: usize,
     /// Page size asked of list RPCs.
     pub page_size: i32,
+    /// Most pages one listing may take: past it the listing fails (a
+    /// provider whose tokens never end must not be followed for ever, and
+    /// no caller acts on a partial listing).
+    pub max_list_pages: usize,
+    /// Longest one listing may take, all its pages together; past it the
+    /// listing fails as DEADLINE_EXCEEDED.
+    pub max_list_duration: Duration,
     /// Most reads and mutations in flight; `None` for no limit. Identity
     /// calls (info, capabilities, Probe) are not counted, so health checks
     /// never queue behind a hung provider's mutations.
@@ -43,6 +50,8 @@ impl Default for ClientOptions {
             mutation_timeout: Duration::from_secs(300),
             max_message_bytes: MAX_MESSAGE_BYTES,
             page_size: 500,
+            max_list_pages: 1000,
+            max_list_duration: Duration::from_secs(120),
             max_concurrency: None,
             observer: None,
             mutation_gate: None,

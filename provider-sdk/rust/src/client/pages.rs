@@ -2,10 +2,13 @@
 
 use std::collections::HashSet;
 
+use tonic::Status;
+
 use super::call::Rpc;
 use super::error::invalid_answer;
 use super::rpcs::Unary;
 use super::{ClientError, ProviderClient};
+use crate::error::ProviderError;
 use crate::proto::{
     ListLoadBalancersRequest, ListLoadBalancersResponse, ListRoutesRequest, ListRoutesResponse,
     LoadBalancerSummary, Route,
@@ -48,15 +51,33 @@ paged! {
 impl ProviderClient {
     /// Every page of `request`'s listing, each entry converted by `convert`
     /// (which gets the entry's index in its page). The pagination is
-    /// checked by a [`PageGuard`]; violations name the list RPC.
+    /// checked by a [`PageGuard`]; violations name the list RPC. The whole
+    /// listing is bounded by `max_list_pages` and `max_list_duration`.
     pub(super) async fn all_pages<Req: Paged, T>(
+        &self,
+        request: Req,
+        convert: impl FnMut(usize, Req::Entry) -> Checked<T>,
+    ) -> Result<Vec<T>, ClientError> {
+        let budget = self.opts.max_list_duration;
+        match tokio::time::timeout(budget, self.follow_pages(request, convert)).await {
+            Ok(listed) => listed,
+            Err(_) => Err(ClientError::Provider(ProviderError::from_status(
+                &Status::deadline_exceeded(format!(
+                    "{}: the listing did not end within {budget:?} (the client's budget per listing)",
+                    Req::METHOD
+                )),
+            ))),
+        }
+    }
+
+    async fn follow_pages<Req: Paged, T>(
         &self,
         request: Req,
         mut convert: impl FnMut(usize, Req::Entry) -> Checked<T>,
     ) -> Result<Vec<T>, ClientError> {
         let page_size = self.opts.page_size;
         let mut out = Vec::new();
-        let mut guard = PageGuard::default();
+        let mut guard = PageGuard::new(self.opts.max_list_pages);
         let mut token = String::new();
         loop {
             let page = request.page(page_size, token);
@@ -76,15 +97,21 @@ impl ProviderClient {
 }
 
 /// Stops a provider that paginates wrongly from looping the client forever.
-#[derive(Default)]
 struct PageGuard {
     pages: usize,
+    max_pages: usize,
     tokens: HashSet<String>,
 }
 
-const MAX_PAGES: usize = 100_000;
-
 impl PageGuard {
+    fn new(max_pages: usize) -> Self {
+        PageGuard {
+            pages: 0,
+            max_pages: max_pages.max(1),
+            tokens: HashSet::new(),
+        }
+    }
+
     fn check(&mut self, len: usize, asked: i32, next: &str) -> Checked {
         self.pages += 1;
         if asked > 0 && len > asked as usize {
@@ -96,10 +123,13 @@ impl PageGuard {
         if !next.is_empty() && !self.tokens.insert(next.to_owned()) {
             return Err(violation("next_page_token", "repeats an earlier token"));
         }
-        if self.pages > MAX_PAGES {
+        if !next.is_empty() && self.pages >= self.max_pages {
             return Err(violation(
                 "next_page_token",
-                format!("more than {MAX_PAGES} pages"),
+                format!(
+                    "the listing did not end within {} pages (the client's limit per listing)",
+                    self.max_pages
+                ),
             ));
         }
         Ok(())

@@ -50,3 +50,9 @@ pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 pub const MAX_LABEL_VALUE_BYTES: usize = 63;
 /// Longest label key: a 253-byte prefix, '/', a 63-byte name.
 pub const MAX_LABEL_KEY_BYTES: usize = 253 + 1 + 63;
+/// Most addresses one instance's metadata may list (a Node's
+/// status.addresses): enough for every private IP of a large cloud
+/// instance with many network interfaces.
+pub const MAX_NODE_ADDRESSES: usize = 1024;
+/// Most additional labels one instance's metadata may ask for.
+pub const MAX_ADDITIONAL_LABELS: usize = 256;
