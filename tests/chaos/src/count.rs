@@ -366,10 +366,12 @@ impl Tally {
         self.quiet_mutations += q.mutations.len();
         self.quiet_writes += q.writes.len();
         for m in &q.mutations {
-            self.details.push(format!("quiet window: provider mutation {m}"));
+            self.details
+                .push(format!("quiet window: provider mutation {m}"));
         }
         for w in &q.writes {
-            self.details.push(format!("quiet window: controller write {w}"));
+            self.details
+                .push(format!("quiet window: controller write {w}"));
         }
     }
 
@@ -488,7 +490,10 @@ mod tests {
         });
         let message = q.failures("logs").unwrap();
         assert!(message.contains("quiet_mutations=1"), "{message}");
-        assert!(message.contains("quiet window: provider mutation CreateRoute (r-1)"), "{message}");
+        assert!(
+            message.contains("quiet window: provider mutation CreateRoute (r-1)"),
+            "{message}"
+        );
         assert_eq!(Tally::new("clean").failures("logs"), None);
     }
 }

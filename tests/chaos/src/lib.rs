@@ -30,8 +30,8 @@ use ccm_provider_sdk::proto::{
 };
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 
-pub use cluster::{CONTROLLER_USER, Cluster};
 use ccm_testsupport::steady::kubelet_ready;
+pub use cluster::{CONTROLLER_USER, Cluster};
 pub use count::Tally;
 pub use process::{Controller, Provider};
 

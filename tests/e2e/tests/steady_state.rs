@@ -47,12 +47,7 @@ async fn kubelet_node_with_cidr(h: &Harness, name: &str, cidr: &str) {
 fn routed_and_initialised(n: Option<&Node>) -> bool {
     let Some(n) = n else { return false };
     let initialised = n.spec.as_ref().is_some_and(|s| {
-        s.provider_id.is_some()
-            && !s
-                .taints
-                .iter()
-                .flatten()
-                .any(|t| t.key == UNINITIALIZED)
+        s.provider_id.is_some() && !s.taints.iter().flatten().any(|t| t.key == UNINITIALIZED)
     });
     let routed = n
         .status
@@ -72,7 +67,9 @@ async fn a_converged_cluster_is_quiet_while_kubelets_heartbeat() {
         &["clusterrole.yaml", "clusterrole-pv-labels.yaml"],
     )
     .await;
-    let nodes: Vec<String> = (1..=3).map(|i| unique_name(&format!("steady{i}"))).collect();
+    let nodes: Vec<String> = (1..=3)
+        .map(|i| unique_name(&format!("steady{i}")))
+        .collect();
     for (i, n) in nodes.iter().enumerate() {
         kubelet_node_with_cidr(&h, n, &format!("10.244.{}.0/24", i + 1)).await;
     }

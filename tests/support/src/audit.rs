@@ -237,9 +237,13 @@ mod tests {
             .unwrap();
         assert_eq!(ccm.len(), 1);
         assert!(
-            log.writes_by("ccm", t + Duration::from_micros(1), t + Duration::from_secs(1))
-                .unwrap()
-                .is_empty()
+            log.writes_by(
+                "ccm",
+                t + Duration::from_micros(1),
+                t + Duration::from_secs(1)
+            )
+            .unwrap()
+            .is_empty()
         );
         std::fs::remove_dir_all(dir).unwrap();
     }

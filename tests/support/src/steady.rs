@@ -53,7 +53,8 @@ pub async fn kubelet_heartbeats(
                 field_manager: Some("kubelet".into()),
                 ..Default::default()
             };
-            api.patch_status(name, &pp, &Patch::Strategic(patch)).await?;
+            api.patch_status(name, &pp, &Patch::Strategic(patch))
+                .await?;
         }
     }
     Ok(Window {

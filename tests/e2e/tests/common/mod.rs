@@ -294,7 +294,10 @@ impl Quiet {
                 self.count(*m) > 0,
                 "expected at least one {} call in the quiet window (the controller must still be working); calls: {:?}",
                 m.as_str(),
-                self.calls.iter().map(|c| c.method.as_str()).collect::<Vec<_>>()
+                self.calls
+                    .iter()
+                    .map(|c| c.method.as_str())
+                    .collect::<Vec<_>>()
             );
         }
     }
