@@ -127,12 +127,47 @@ async fn calls(provider: &Provider) -> Vec<CallRecord> {
     serde_json::from_value(body).expect("the fake's call log")
 }
 
-/// After convergence: waits (up to `within`) for a [`LULL`] without
-/// provider mutations, then for [`QUIET`] every Node heartbeats as a
-/// kubelet does and nothing else changes. What the controller (acting as
-/// `user`) mutated in the cloud or wrote to the apiserver meanwhile is
-/// returned: in steady state, nothing.
-pub async fn quiet(cluster: &Cluster, provider: &Provider, user: &str, within: Duration) -> Quiet {
+/// When the last retry the controller logged (`retry_in=` on a line that
+/// starts with its timestamp) is due: a retry of an outcome it could not
+/// know (a call to a killed provider) is convergence, not steady state.
+pub fn last_retry_due(log: &str) -> Option<SystemTime> {
+    log.lines()
+        .filter_map(|line| {
+            let at: k8s_openapi::jiff::Timestamp = line.split_whitespace().next()?.parse().ok()?;
+            let delay = line.split("retry_in=").nth(1)?.split_whitespace().next()?;
+            Some(SystemTime::from(at) + debug_duration(delay)?)
+        })
+        .max()
+}
+
+/// A `Duration` as its `Debug` prints it (`5s`, `1.5s`, `80ms`).
+fn debug_duration(s: &str) -> Option<Duration> {
+    let unit_at = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (n, unit) = s.split_at(unit_at);
+    let n: f64 = n.parse().ok()?;
+    let seconds = match unit {
+        "s" => n,
+        "ms" => n / 1e3,
+        "µs" | "us" => n / 1e6,
+        "ns" => n / 1e9,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
+/// After convergence: waits (up to `within`) until every retry the
+/// controller logged to `controller_log` is past and the provider has
+/// seen no mutation for a [`LULL`], then for [`QUIET`] every Node
+/// heartbeats as a kubelet does and nothing else changes. What the
+/// controller (acting as `user`) mutated in the cloud or wrote to the
+/// apiserver meanwhile is returned: in steady state, nothing.
+pub async fn quiet(
+    cluster: &Cluster,
+    provider: &Provider,
+    controller_log: &std::path::Path,
+    user: &str,
+    within: Duration,
+) -> Quiet {
     let nodes: Vec<String> = cluster
         .all_nodes()
         .await
@@ -152,7 +187,11 @@ pub async fn quiet(cluster: &Cluster, provider: &Provider, user: &str, within: D
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .saturating_sub(Duration::from_millis(last));
-        if since >= LULL || Instant::now() >= deadline {
+        let retries_due =
+            last_retry_due(&std::fs::read_to_string(controller_log).unwrap_or_default())
+                .and_then(|due| due.checked_add(Duration::from_secs(1)))
+                .is_some_and(|due| due > SystemTime::now());
+        if (since >= LULL && !retries_due) || Instant::now() >= deadline {
             break;
         }
         tokio::time::sleep(POLL).await;
@@ -464,6 +503,27 @@ mod tests {
         assert_eq!(found[2], "other-d created");
         // The same uid in another cluster is another load balancer.
         assert_eq!(touched(&[lb("x", "a")], &[lb("y", "a")]).len(), 2);
+    }
+
+    #[test]
+    fn the_last_logged_retry_is_found() {
+        let log = "\
+2026-11-27T06:39:55.647790Z  WARN reconcile: error processing service (retrying) service=apps/svc-15 error=x retry_in=5s
+2026-11-27T06:39:55.648532Z  WARN reconcile: deleting the load balancer (retrying) service=apps/svc-15 error=y retry_in=10s
+=== chaos 06:39:56: start 2 of controller
+2026-11-27T06:39:57.000000Z  WARN error syncing; requeuing key=pv-1 error=z retry_in=1.5s
+2026-11-27T06:39:58.000000Z  INFO nothing to retry here
+";
+        let due = last_retry_due(log).unwrap();
+        let want: SystemTime = "2026-11-27T06:40:05.648532Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .into();
+        assert_eq!(due, want);
+        assert_eq!(last_retry_due("no retries\n"), None);
+        assert_eq!(debug_duration("80ms"), Some(Duration::from_millis(80)));
+        assert_eq!(debug_duration("300s"), Some(Duration::from_secs(300)));
+        assert_eq!(debug_duration("soon"), None);
     }
 
     #[test]

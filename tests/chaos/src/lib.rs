@@ -250,7 +250,14 @@ impl World {
         self.tally.extra("settled_ms", took.as_millis());
         let wrong = count::wrongly_deleted(&self.cluster, &self.provider, nodes).await;
         self.tally.wrongly_deleted(&wrong);
-        let q = count::quiet(&self.cluster, &self.provider, CONTROLLER_USER, SETTLE).await;
+        let q = count::quiet(
+            &self.cluster,
+            &self.provider,
+            &self.controller.proc.log,
+            CONTROLLER_USER,
+            SETTLE,
+        )
+        .await;
         self.tally.quiet(&q);
         let c = count::teardown(&self.cluster, &self.provider, SETTLE).await;
         self.tally.census("teardown", &c);

@@ -642,8 +642,15 @@ async fn two_clusters_share_one_provider() {
     }
     // Both converged: neither controller mutates the shared cloud or
     // writes to its cluster while nothing changes.
-    for (t, c) in [&mut ta, &mut tb].into_iter().zip(clusters) {
-        let q = count::quiet(c, &provider, ccm_chaos::CONTROLLER_USER, SETTLE).await;
+    for ((t, c), ctl) in [&mut ta, &mut tb].into_iter().zip(clusters).zip([&ca, &cb]) {
+        let q = count::quiet(
+            c,
+            &provider,
+            &ctl.proc.log,
+            ccm_chaos::CONTROLLER_USER,
+            SETTLE,
+        )
+        .await;
         t.quiet(&q);
     }
     // Each cluster's stable load balancers, as they were: for each

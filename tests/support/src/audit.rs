@@ -66,7 +66,7 @@ impl std::fmt::Display for Write {
 struct Event {
     stage: String,
     verb: String,
-    #[serde(default)]
+    #[serde(default, rename = "requestURI")]
     request_uri: String,
     user: User,
     #[serde(default)]
@@ -228,6 +228,7 @@ mod tests {
         let all = log.writes().unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].resource, "nodes/status");
+        assert_eq!(all[0].uri, "/api/v1/nodes/n1/status");
         let t: SystemTime = "2026-11-27T05:00:00.123456Z"
             .parse::<k8s_openapi::jiff::Timestamp>()
             .unwrap()
