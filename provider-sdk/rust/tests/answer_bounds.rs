@@ -43,6 +43,30 @@ fn huge_metadata() -> InstanceMetadata {
     }
 }
 
+/// Pages of a ~15 MB listing: 300 pages of the 500 load balancers the
+/// client asks for at most, 150,000 in all.
+const HUGE_PAGES: usize = 300;
+const PAGE: usize = 500;
+
+fn huge_listing_page(page: usize) -> ListLoadBalancersResponse {
+    ListLoadBalancersResponse {
+        load_balancers: (page * PAGE..(page + 1) * PAGE)
+            .map(|i| LoadBalancerSummary {
+                name: format!("a{i:031}"),
+                service_uid: format!("{i:08}-0000-4000-8000-000000000000"),
+                service_namespace: "default".into(),
+                service_name: format!("service-{i:07}"),
+                status: None,
+            })
+            .collect(),
+        next_page_token: if page + 1 < HUGE_PAGES {
+            (page + 1).to_string()
+        } else {
+            String::new()
+        },
+    }
+}
+
 fn addresses(n: usize) -> Vec<NodeAddress> {
     (0..n)
         .map(|i| NodeAddress {
@@ -190,8 +214,13 @@ impl load_balancer_service_server::LoadBalancerService for Hostile {
     }
     async fn list_load_balancers(
         &self,
-        _: Request<ListLoadBalancersRequest>,
+        request: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
+        if self.huge.is_some() {
+            // The provider process: a legitimate, large listing.
+            let page = request.get_ref().page_token.parse().unwrap_or(0);
+            return Ok(Response::new(huge_listing_page(page)));
+        }
         let page = self.list_calls.load(Ordering::SeqCst);
         Ok(Response::new(ListLoadBalancersResponse {
             load_balancers: vec![LoadBalancerSummary {
@@ -293,7 +322,9 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
             .add_service(
                 InstancesServiceServer::new(provider.clone()).max_encoding_message_size(max),
             )
-            .add_service(LoadBalancerServiceServer::new(provider.clone()))
+            .add_service(
+                LoadBalancerServiceServer::new(provider.clone()).max_encoding_message_size(max),
+            )
             .add_service(RoutesServiceServer::new(provider))
             .serve_with_incoming(UnixListenerStream::new(listener))
             .await;
@@ -568,4 +599,53 @@ async fn a_huge_instance_metadata_answer_is_refused_without_stalling_the_runtime
     assert_eq!(m.node_addresses.len(), 1024);
     let m = c.instance_metadata(node("labels-256")).await.unwrap();
     assert_eq!(m.additional_labels.len(), 256);
+}
+
+/// A legitimate listing of 15 MB is decoded, used and dropped; the memory it took goes back to the system instead of staying
+/// with the process (glibc keeps freed heap pages otherwise).
+#[tokio::test(flavor = "current_thread")]
+async fn a_large_listing_leaves_no_memory_behind() {
+    let _serial = SERIAL.lock().await;
+    let encoded: usize = (0..HUGE_PAGES)
+        .map(|p| huge_listing_page(p).encoded_len())
+        .sum();
+    assert!((14_000_000..16_000_000).contains(&encoded), "{encoded}");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("hostile.sock");
+    let _provider = ProviderProcess(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "hostile_provider_process", "--nocapture"])
+            .env(PROVIDER_SOCKET_ENV, &socket)
+            .spawn()
+            .unwrap(),
+    );
+    let endpoint = format!("unix://{}", socket.display());
+    let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
+    let started = Instant::now();
+    while let Err(e) = c.handshake().await {
+        assert!(started.elapsed() < Duration::from_secs(30), "{e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rss_before = rss_bytes();
+    let listing = c.list_load_balancers("c").await.unwrap();
+    let rss_holding = rss_bytes();
+    assert_eq!(listing.len(), HUGE_PAGES * PAGE);
+    drop(listing);
+    // Returned right away or within a moment, as the client sees fit.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let rss_after = loop {
+        let rss = rss_bytes();
+        if rss < rss_before + (32 << 20) || Instant::now() >= deadline {
+            break rss;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let figures = format!(
+        "RSS {} MiB before, {} MiB holding the listing, {} MiB after dropping it",
+        rss_before >> 20,
+        rss_holding >> 20,
+        rss_after >> 20
+    );
+    eprintln!("{figures}");
+    assert!(rss_after < rss_before + (32 << 20), "{figures}");
 }
