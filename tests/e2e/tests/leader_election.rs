@@ -121,6 +121,21 @@ impl Cluster {
     }
 
     fn replica(&self, name: &'static str, controllers: &str) -> Replica {
+        self.replica_timed(
+            name,
+            controllers,
+            [LEASE_DURATION, Duration::from_secs(2), RETRY],
+        )
+    }
+
+    /// A replica with its own lease duration, renew deadline and retry
+    /// period.
+    fn replica_timed(
+        &self,
+        name: &'static str,
+        controllers: &str,
+        [lease, renew, retry]: [Duration; 3],
+    ) -> Replica {
         let log = self.dir.path().join(format!("{name}.log"));
         let child = Command::new(&self.binary)
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
@@ -129,12 +144,15 @@ impl Cluster {
             .arg(format!("--leader-elect-resource-name={}", self.lease))
             .arg(format!(
                 "--leader-elect-lease-duration={}ms",
-                LEASE_DURATION.as_millis()
+                lease.as_millis()
             ))
-            .arg("--leader-elect-renew-deadline=2s")
+            .arg(format!(
+                "--leader-elect-renew-deadline={}ms",
+                renew.as_millis()
+            ))
             .arg(format!(
                 "--leader-elect-retry-period={}ms",
-                RETRY.as_millis()
+                retry.as_millis()
             ))
             .arg("--secure-port=0")
             .arg("--node-monitor-period=1s")
@@ -295,6 +313,47 @@ async fn one_leader_acts_takeovers_are_bounded_and_a_frozen_leader_writes_nothin
     );
     drop(d);
     let _ = c.fake.dump();
+}
+
+/// Issue 25, finding 2: with a lease duration that is not a whole number
+/// of seconds, the Lease states it rounded up (it was truncated: 2900ms
+/// was written as 2 s), and a standby takes over no sooner than the flag
+/// after the last renewal (it took over after 2 s while the old leader's
+/// fence, open for its 2.8 s renew deadline, still let it write).
+#[tokio::test]
+async fn a_sub_second_lease_duration_is_never_promised_short() {
+    let c = Cluster::new("ccm-subsecond").await;
+    let flags = [
+        Duration::from_millis(2900),
+        Duration::from_millis(2800),
+        Duration::from_millis(100),
+    ];
+    let mut a = c.replica_timed("sub-a", "cloud-node", flags);
+    c.wait_holder(&a).await;
+    let b = c.replica_timed("sub-b", "cloud-node", flags);
+    let leases = Api::<Lease>::namespaced(c.admin.clone(), "kube-system");
+    let spec = leases.get(&c.lease).await.unwrap().spec.unwrap();
+    assert_eq!(
+        spec.lease_duration_seconds,
+        Some(3),
+        "2900ms is promised as 3 s: {spec:?}"
+    );
+    a.signal("-KILL");
+    let _ = a.exit_code().await;
+    // The last renewal a made, as the Lease records it.
+    let renewed = leases.get(&c.lease).await.unwrap().spec.unwrap();
+    assert!(renewed.holder_identity.unwrap().starts_with("sub-a_"));
+    let last_renewal: std::time::SystemTime = renewed.renew_time.unwrap().0.into();
+    c.wait_holder(&b).await;
+    let taken = std::time::SystemTime::now()
+        .duration_since(last_renewal)
+        .unwrap();
+    assert!(
+        taken >= Duration::from_millis(2900),
+        "b took over {taken:?} after a's last renewal, before the 2900ms lease expired"
+    );
+    println!("sub-second lease: taken over {taken:?} after the last renewal");
+    drop(b);
 }
 
 /// Issue 12, point 8: two replicas, one fake. The leader's Ensure is slow
