@@ -127,15 +127,26 @@ async fn calls(provider: &Provider) -> Vec<CallRecord> {
     serde_json::from_value(body).expect("the fake's call log")
 }
 
-/// When the last retry the controller logged (`retry_in=` on a line that
-/// starts with its timestamp) is due: a retry of an outcome it could not
-/// know (a call to a killed provider) is convergence, not steady state.
+/// kube-runtime's watcher backoff at its longest (its `DefaultBackoff`:
+/// 800 ms doubling to 30 s), and a second of margin: a watch that failed
+/// has relisted by then, or failed again (and logged it).
+const WATCH_RETRY_AT_MOST: Duration = Duration::from_secs(31);
+
+/// When the last retry the controller logged is due: `retry_in=` on a
+/// line that starts with its timestamp, or a watch error (retried within
+/// [`WATCH_RETRY_AT_MOST`]). Catching up after an outcome it could not
+/// know (a call to a killed provider, a watch cut by an apiserver
+/// restart) is convergence, not steady state.
 pub fn last_retry_due(log: &str) -> Option<SystemTime> {
     log.lines()
         .filter_map(|line| {
             let at: k8s_openapi::jiff::Timestamp = line.split_whitespace().next()?.parse().ok()?;
-            let delay = line.split("retry_in=").nth(1)?.split_whitespace().next()?;
-            Some(SystemTime::from(at) + debug_duration(delay)?)
+            let delay = if line.contains(" WARN ") && line.contains("watch") {
+                WATCH_RETRY_AT_MOST
+            } else {
+                debug_duration(line.split("retry_in=").nth(1)?.split_whitespace().next()?)?
+            };
+            Some(SystemTime::from(at) + delay)
         })
         .max()
 }
@@ -520,6 +531,14 @@ mod tests {
             .unwrap()
             .into();
         assert_eq!(due, want);
+        let watch = format!(
+            "{log}2026-11-27T06:40:00.000000Z  WARN cloud_controller_manager::runtime::node_watch: node watch error; retrying error=Expired\n"
+        );
+        let want: SystemTime = "2026-11-27T06:40:31Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .into();
+        assert_eq!(last_retry_due(&watch), Some(want));
         assert_eq!(last_retry_due("no retries\n"), None);
         assert_eq!(debug_duration("80ms"), Some(Duration::from_millis(80)));
         assert_eq!(debug_duration("300s"), Some(Duration::from_secs(300)));
