@@ -359,7 +359,30 @@ fn hostile_provider_process() {
 }
 
 /// The provider process; killed when dropped.
-struct ProviderProcess(std::process::Child);
+struct ProviderProcess(std::process::Child, tempfile::TempDir);
+
+impl ProviderProcess {
+    /// This binary re-run as [`hostile_provider_process`], and a client
+    /// that has done its handshake with it.
+    async fn start() -> (ProviderProcess, ProviderClient) {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("hostile.sock");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "hostile_provider_process", "--nocapture"])
+            .env(PROVIDER_SOCKET_ENV, &socket)
+            .spawn()
+            .unwrap();
+        let process = ProviderProcess(child, dir);
+        let endpoint = format!("unix://{}", socket.display());
+        let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
+        let started = Instant::now();
+        while let Err(e) = c.handshake().await {
+            assert!(started.elapsed() < Duration::from_secs(30), "{e}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (process, c)
+    }
+}
 
 impl Drop for ProviderProcess {
     fn drop(&mut self) {
@@ -526,22 +549,7 @@ async fn a_huge_instance_metadata_answer_is_refused_without_stalling_the_runtime
         (15_000_000..ccm_provider_sdk::MAX_MESSAGE_BYTES).contains(&encoded),
         "{encoded}"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("hostile.sock");
-    let _provider = ProviderProcess(
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "hostile_provider_process", "--nocapture"])
-            .env(PROVIDER_SOCKET_ENV, &socket)
-            .spawn()
-            .unwrap(),
-    );
-    let endpoint = format!("unix://{}", socket.display());
-    let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
-    let started = Instant::now();
-    while let Err(e) = c.handshake().await {
-        assert!(started.elapsed() < Duration::from_secs(30), "{e}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (_provider, c) = ProviderProcess::start().await;
     let (stop, mut stopped) = watch::channel(false);
     let ticker = tokio::spawn(async move {
         let mut max_gap = Duration::ZERO;
@@ -601,31 +609,18 @@ async fn a_huge_instance_metadata_answer_is_refused_without_stalling_the_runtime
     assert_eq!(m.additional_labels.len(), 256);
 }
 
-/// A legitimate listing of 15 MB is decoded, used and dropped; the memory it took goes back to the system instead of staying
-/// with the process (glibc keeps freed heap pages otherwise).
+/// A legitimate 15 MB listing is decoded, used and dropped, and leaves at
+/// most 32 MiB with the process (glibc keeps some freed heap pages, which
+/// the next listing reuses): not the permanent hundreds of MiB a large
+/// answer cost before.
 #[tokio::test(flavor = "current_thread")]
-async fn a_large_listing_leaves_no_memory_behind() {
+async fn a_large_listing_leaves_little_memory_behind() {
     let _serial = SERIAL.lock().await;
     let encoded: usize = (0..HUGE_PAGES)
         .map(|p| huge_listing_page(p).encoded_len())
         .sum();
     assert!((14_000_000..16_000_000).contains(&encoded), "{encoded}");
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("hostile.sock");
-    let _provider = ProviderProcess(
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "hostile_provider_process", "--nocapture"])
-            .env(PROVIDER_SOCKET_ENV, &socket)
-            .spawn()
-            .unwrap(),
-    );
-    let endpoint = format!("unix://{}", socket.display());
-    let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
-    let started = Instant::now();
-    while let Err(e) = c.handshake().await {
-        assert!(started.elapsed() < Duration::from_secs(30), "{e}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (_provider, c) = ProviderProcess::start().await;
     let rss_before = rss_bytes();
     let listing = c.list_load_balancers("c").await.unwrap();
     let rss_holding = rss_bytes();

@@ -82,8 +82,15 @@ fn node(name: &str) -> NodeRef {
     }
 }
 
+/// One test at a time: `a_huge_error_gives_a_bounded_log_line` sets a
+/// thread's subscriber, and tracing may cache a call site as uninteresting
+/// if another thread reaches it while that subscriber registers (seen
+/// once in a CI run: the line was not logged).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn one_huge_error_fails_one_call_only() {
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("echo.sock");
     let listener = bind_socket(&path, 0o600).await.unwrap();
@@ -140,6 +147,7 @@ async fn one_huge_error_fails_one_call_only() {
 /// call. The line is cut as the error is.
 #[tokio::test]
 async fn a_huge_error_gives_a_bounded_log_line() {
+    let _serial = SERIAL.lock().await;
     use std::sync::{Arc, Mutex};
     use tracing_subscriber::prelude::*;
 
