@@ -359,7 +359,10 @@ fn hostile_provider_process() {
 }
 
 /// The provider process; killed when dropped.
-struct ProviderProcess(std::process::Child, tempfile::TempDir);
+struct ProviderProcess {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
 
 impl ProviderProcess {
     /// This binary re-run as [`hostile_provider_process`], and a client
@@ -372,7 +375,7 @@ impl ProviderProcess {
             .env(PROVIDER_SOCKET_ENV, &socket)
             .spawn()
             .unwrap();
-        let process = ProviderProcess(child, dir);
+        let process = ProviderProcess { child, _dir: dir };
         let endpoint = format!("unix://{}", socket.display());
         let c = ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap();
         let started = Instant::now();
@@ -386,8 +389,8 @@ impl ProviderProcess {
 
 impl Drop for ProviderProcess {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
