@@ -53,11 +53,11 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 # with nothing to install, where cargo-fuzz needs nightly and libFuzzer, and
 # CI machines are fresh. `make test` runs them with proptest's default 256
 # cases each (PROPTEST_CASES overrides); `make fuzz` runs the same
-# properties with FUZZ_CASES each (8.5 minutes measured on 2 cores).
+# properties with FUZZ_CASES each (its duration: docs/benchmarks.md).
 FUZZ_CASES ?= 12000
 
 .PHONY: fuzz
-fuzz: ## Property tests (fuzzing) with FUZZ_CASES=12000 cases each, under 10 min; make test runs them with 256.
+fuzz: ## Property tests (fuzzing) with FUZZ_CASES=12000 cases each; make test runs them with 256.
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --locked -p ccm-provider-sdk -p cloud-controller-manager --lib -- proptests
 
 # The long form's size (1 to 20); 1 is the short form `make test` runs.

@@ -8,7 +8,7 @@
 # tested is the one imported (the venv's editable install may point at
 # another checkout that created it).
 #
-# Cold: about 20-30 s (downloads ~60 MB of wheels from PyPI). Warm: instant.
+# Cold: downloads the wheels from PyPI. Warm: instant.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

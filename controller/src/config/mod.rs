@@ -152,10 +152,8 @@ pub struct ControllersArgs {
 
     /// Threads that run the controllers (tokio worker threads). The
     /// controller waits on the apiserver and the provider far more than it
-    /// computes: on 2 cores, one thread spent 2.4× less CPU than upstream
-    /// for 1,000 Nodes and Services, against 1.6× with one per core
-    /// (docs/benchmarks.md). Raise it if the controller's CPU stays at one
-    /// full core.
+    /// computes, and one thread spends the least CPU (docs/benchmarks.md).
+    /// Raise it if the controller's CPU stays at one full core.
     #[arg(long, default_value = "1", value_parser = positive::<NonZeroUsize>("--runtime-worker-threads must be a positive number"))]
     pub runtime_worker_threads: NonZeroUsize,
 
