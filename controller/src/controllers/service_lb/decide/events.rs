@@ -230,7 +230,6 @@ mod tests {
         let warning = |reason: &str| ccm_provider_sdk::proto::Warning {
             reason: reason.into(),
             message: "careful".into(),
-            ..Default::default()
         };
         let e = Event::provider_warning(&warning(""), Call::Delete);
         assert_eq!(e.reason.text(), "ProviderWarning");

@@ -89,7 +89,6 @@ fn published(mut s: Service) -> Service {
                 ..Default::default()
             }]),
         }),
-        ..Default::default()
     });
     s
 }
