@@ -328,3 +328,47 @@ async fn a_failed_ensure_backs_off_and_says_why() {
     );
     assert!(provider.fake.dump().load_balancers.is_empty());
 }
+
+/// Each Event's action comes with its reason, and a provider's warning
+/// takes the action of the call it answered: nothing is read from the
+/// reason's text.
+#[tokio::test]
+async fn events_carry_the_action_of_their_call() {
+    let provider = fake_provider(FakeConfig::default());
+    ready(&provider).await;
+    let (client, api) = accepting_api();
+    let (lb, _) = lb_over(client, &provider);
+    let mut svc = lb_service();
+    // A health-check path without the Local policy: the fake ensures the
+    // load balancer and warns.
+    svc.metadata.annotations = Some(
+        [(
+            ccm_fake_provider::ANNOTATION_HEALTH_CHECK_PATH.to_owned(),
+            "/healthz".to_owned(),
+        )]
+        .into(),
+    );
+    let (_, failed) = sync(Arc::new(svc.clone()), lb.clone()).await;
+    assert!(!failed);
+    svc.metadata.finalizers = Some(vec![decide::FINALIZER.into()]);
+    svc.metadata.deletion_timestamp = Some(Time(now()));
+    let (_, failed) = sync(Arc::new(svc), lb).await;
+    assert!(!failed);
+    let events: Vec<[String; 3]> = api
+        .all()
+        .into_iter()
+        .filter(|c| c.is_event() && c.method == http::Method::POST)
+        .map(|c| {
+            ["reason", "action", "type"].map(|f| c.body[f].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let expected = [
+        ["EnsuringLoadBalancer", "EnsureLoadBalancer", "Normal"],
+        ["HealthCheckPathIgnored", "EnsureLoadBalancer", "Warning"],
+        ["EnsuredLoadBalancer", "EnsureLoadBalancer", "Normal"],
+        ["DeletingLoadBalancer", "DeleteLoadBalancer", "Normal"],
+        ["DeletedLoadBalancer", "DeleteLoadBalancer", "Normal"],
+    ]
+    .map(|e| e.map(str::to_owned));
+    assert_eq!(events, expected);
+}
