@@ -6,9 +6,9 @@ use std::sync::Arc;
 use ccm_provider_sdk::{LbOutcome, NodeSet};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::decide::{Call, Event, Reason};
 use super::{BACKEND_COALESCE_MAX, BACKEND_QUIET, Lb, Record, decide};
 
 /// Calls UpdateLoadBalancer for every Service this process ensured whose
@@ -91,25 +91,18 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
         .await
     {
         Ok(answer) => {
-            lb.provider_warnings(svc, &answer.warnings).await;
+            lb.provider_warnings(svc, &answer.warnings, Call::Update)
+                .await;
             if matches!(answer.outcome, LbOutcome::Done(())) {
-                if nodes.is_empty() {
-                    lb.event(
-                        svc,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer".into(),
-                    )
-                    .await;
+                let event = if nodes.is_empty() {
+                    Event::no_backends()
                 } else {
-                    lb.event(
-                        svc,
-                        EventType::Normal,
-                        "UpdatedLoadBalancer",
-                        "Updated load balancer with new hosts".into(),
+                    Event::new(
+                        Reason::UpdatedLoadBalancer,
+                        "Updated load balancer with new hosts",
                     )
-                    .await;
-                }
+                };
+                lb.event(svc, event).await;
             }
             Update::Done
         }
@@ -124,17 +117,10 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
                 // behind it. Ours: say so, and ask for a full Ensure,
                 // which recreates it.
                 tracing::warn!(service = %key, update_error = %err, "load balancer gone from the cloud; recreating it");
-                lb.event(
-                    svc,
-                    EventType::Warning,
-                    "LoadBalancerNotFound",
-                    "The load balancer no longer exists in the cloud; recreating it".into(),
-                )
-                .await;
-                let missing = decide::Standing::not_ready(
-                    "LoadBalancerNotFound",
-                    "The load balancer no longer exists in the cloud; recreating it",
-                );
+                let gone = "The load balancer no longer exists in the cloud; recreating it";
+                lb.event(svc, Event::new(Reason::LoadBalancerNotFound, gone))
+                    .await;
+                let missing = decide::Standing::not_ready("LoadBalancerNotFound", gone);
                 match lb.publish(svc, &missing, None).await {
                     Ok(true) => Update::EnsureOnWatch,
                     // Nothing written (the condition said so already): no
@@ -147,17 +133,13 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
                 }
             }
             Ok(Some(_)) => {
-                lb.event(
-                    svc,
-                    EventType::Warning,
-                    "UpdateLoadBalancerFailed",
-                    format!(
-                        "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
-                        decide::node_names_for_event(nodes.nodes()),
-                        nodes.len()
-                    ),
-                )
-                .await;
+                let note = format!(
+                    "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
+                    decide::node_names_for_event(nodes.nodes()),
+                    nodes.len()
+                );
+                lb.event(svc, Event::new(Reason::UpdateLoadBalancerFailed, note))
+                    .await;
                 Update::EnsureNow
             }
             Err(e) => {

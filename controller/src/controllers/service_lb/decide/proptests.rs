@@ -5,7 +5,7 @@
 //! would refuse anything else as malformed); a refusal names the Service
 //! field to fix.
 
-use ccm_provider_sdk::validate;
+use ccm_provider_sdk::{proto, validate};
 use proptest::collection::vec;
 use proptest::prelude::*;
 

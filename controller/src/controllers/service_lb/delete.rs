@@ -1,0 +1,107 @@
+//! Executing a Delete step, and deleting the load balancer of a Service
+//! that vanished without one.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::runtime::reflector::ObjectRef;
+
+use super::decide::{self, Call, Event, Record};
+use super::error::{SyncError, provider};
+use super::retry::Attempt;
+use super::{Action, Lb, measured, request_id};
+
+impl Lb {
+    /// Deletes the load balancer as `plan` says, then the finalizer,
+    /// ingress and condition. Nothing is removed unless the provider said
+    /// the load balancer is gone.
+    pub(super) async fn delete(
+        &self,
+        svc: &Service,
+        plan: &decide::Delete,
+    ) -> Result<Action, SyncError> {
+        let exists = self
+            .ctx
+            .provider
+            .get_load_balancer(&self.ctx.cluster_name, plan.request.clone())
+            .await
+            .map_err(provider("check if load balancer exists before cleanup"))?;
+        if exists.is_some() {
+            self.event(svc, Event::deleting()).await;
+            let warnings = self
+                .ctx
+                .provider
+                .ensure_load_balancer_deleted(&self.ctx.cluster_name, plan.request.clone())
+                .await
+                .map_err(provider("delete load balancer"))?;
+            self.provider_warnings(svc, &warnings, Call::Delete).await;
+        }
+        if let Some(patch) = &plan.cleanup_write {
+            self.patch_status(svc, patch.clone(), "remove load balancer cleanup finalizer")
+                .await?;
+        }
+        self.event(svc, Event::deleted()).await;
+        self.forget(&decide::key(svc));
+        Ok(Action::await_change())
+    }
+}
+/// A Service the cache no longer has: deleted, or deleted while the watch
+/// was broken. Its finalizer normally holds the deletion until [`Lb::delete`]
+/// ran, but a DELETE that races the finalizer's addition removes the
+/// Service anyway, both requests answered with success
+/// (kubernetes/kubernetes#77988), and a user may remove the finalizer by
+/// hand. Upstream deletes the load balancer from its cache of the Service
+/// (`processServiceDeletion`); so does this, from what the Ensure was sent,
+/// when this process sent one.
+pub(super) async fn vanished(key: ObjectRef<Service>, lb: Arc<Lb>) -> Action {
+    let Some(namespace) = key.namespace.clone() else {
+        return Action::await_change();
+    };
+    let id = format!("{namespace}/{}", key.name);
+    let Some(record) = lb.records.lock().get(&id).cloned() else {
+        return Action::await_change();
+    };
+    let mut record = record.lock().await;
+    let Some(sent) = record.sent.clone() else {
+        drop(record);
+        lb.forget(&id);
+        return Action::await_change();
+    };
+    // What events and request ids refer to: the Service as it was.
+    let svc = Service {
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(namespace),
+            name: Some(key.name.clone()),
+            uid: Some(sent.uid.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let turn = async {
+        let deleted = lb
+            .ctx
+            .provider
+            .ensure_load_balancer_deleted(&lb.ctx.cluster_name, sent)
+            .await;
+        match deleted {
+            Ok(warnings) => {
+                lb.provider_warnings(&svc, &warnings, Call::Delete).await;
+                tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
+                lb.event(&svc, Event::deleted()).await;
+                lb.count_attempt(&id, Attempt::Succeeded);
+                // Emptied as well as forgotten: the backend loop may hold
+                // this record and must find nothing to update.
+                *record = Record::default();
+                drop(record);
+                lb.forget(&id);
+                (Action::await_change(), false)
+            }
+            Err(e) => {
+                let delay = lb.count_attempt(&id, Attempt::Failed);
+                tracing::warn!(service = %id, error = %e, retry_in = ?delay, "deleting the load balancer of a Service gone without a reconciled delete (retrying)");
+                (Action::requeue(delay), true)
+            }
+        }
+    };
+    measured(&lb, request_id::service(&svc), turn).await
+}
