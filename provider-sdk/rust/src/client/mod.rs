@@ -18,7 +18,7 @@ mod identity;
 mod instances;
 mod key_locks;
 mod load_balancers;
-mod node_set;
+mod with_nodes;
 mod options;
 mod pages;
 mod routes;
@@ -52,7 +52,8 @@ pub struct ProviderClient {
     mutations: Arc<KeyLocks>,
     /// `max_concurrency` slots for reads and mutations.
     slots: Option<Arc<tokio::sync::Semaphore>>,
-    node_sets: Arc<load_balancers::PutSets>,
+    /// The node sets this client has put on the provider.
+    put_sets: Arc<load_balancers::PutSets>,
 }
 
 impl ProviderClient {
@@ -72,7 +73,7 @@ impl ProviderClient {
             opts,
             request_id: None,
             mutations: Default::default(),
-            node_sets: Default::default(),
+            put_sets: Default::default(),
         })
     }
 
