@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::PoisonError;
 
 use super::call::Rpc;
-use super::with_nodes::{Ensure, NodesRpc, PutSet, Update, WithNodes};
 use super::rpcs::Unary;
+use super::with_nodes::{Ensure, NodesRpc, PutSet, Update, WithNodes};
 use super::{ClientError, ProviderClient};
 use crate::error::ProviderError;
 use crate::node_set::NodeSet;
@@ -195,8 +195,7 @@ impl ProviderClient {
         };
         self.call(rpc, request, |_| Ok(())).await?;
         // The connection the set went over: a new one may be a new process.
-        self.put_sets
-            .remember(connection, cluster_name, nodes.id());
+        self.put_sets.remember(connection, cluster_name, nodes.id());
         Ok(())
     }
 
