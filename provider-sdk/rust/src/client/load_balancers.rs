@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::PoisonError;
 
 use super::call::Rpc;
-use super::node_set::{Ensure, NodesRpc, PutSet, Update, WithNodes};
 use super::rpcs::Unary;
+use super::with_nodes::{Ensure, NodesRpc, PutSet, Update, WithNodes};
 use super::{ClientError, ProviderClient};
 use crate::error::ProviderError;
 use crate::node_set::NodeSet;
@@ -181,11 +181,11 @@ impl ProviderClient {
         again: bool,
     ) -> Result<(), ClientError> {
         let connection = self.connection_count();
-        if !again && self.node_sets.holds(connection, cluster_name, nodes.id()) {
+        if !again && self.put_sets.holds(connection, cluster_name, nodes.id()) {
             return Ok(());
         }
-        let _one_at_a_time = self.node_sets.putting.lock().await;
-        if !again && self.node_sets.holds(connection, cluster_name, nodes.id()) {
+        let _one_at_a_time = self.put_sets.putting.lock().await;
+        if !again && self.put_sets.holds(connection, cluster_name, nodes.id()) {
             return Ok(());
         }
         let rpc = Rpc::read().needs(Capability::NodeSets);
@@ -195,8 +195,7 @@ impl ProviderClient {
         };
         self.call(rpc, request, |_| Ok(())).await?;
         // The connection the set went over: a new one may be a new process.
-        self.node_sets
-            .remember(connection, cluster_name, nodes.id());
+        self.put_sets.remember(connection, cluster_name, nodes.id());
         Ok(())
     }
 

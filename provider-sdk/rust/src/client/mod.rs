@@ -3,10 +3,11 @@
 //! (re)connect, per-call deadlines and request ids, validated and typed
 //! answers, and errors that say whether the operation may have happened.
 //!
-//! Every RPC goes through one call path (`call.rs`: limits, deadline,
-//! request id, key lock and mutation gate, observer and log line), which
-//! learns each request's RPC name and generated client from one table
-//! (`rpcs.rs`). One file per contract service (`identity.rs`,
+//! Every RPC goes through one call path (`call/`: tower layers for the
+//! request scope, key lock and mutation gate, observer and log line,
+//! deadline and concurrency limit, then the generated client with the
+//! message limits), which learns each request's RPC name and generated
+//! client from one table (`rpcs.rs`). One file per contract service (`identity.rs`,
 //! `instances.rs`, ...) only builds the request, picks the deadline class
 //! and checks the answer.
 
@@ -16,14 +17,13 @@ mod connection;
 mod error;
 mod identity;
 mod instances;
-mod key_locks;
 mod load_balancers;
-mod node_set;
 mod options;
 mod pages;
 mod routes;
 mod rpcs;
 mod volumes;
+mod with_nodes;
 mod zones;
 
 use std::sync::Arc;
@@ -38,7 +38,7 @@ pub use options::{CallObserver, ClientOptions, MutationGate};
 pub use rpcs::{LISTING_ANSWER_BYTES, OBJECT_ANSWER_BYTES, SMALL_ANSWER_BYTES};
 
 use crate::endpoint::socket_path;
-use key_locks::KeyLocks;
+use call::KeyLocks;
 
 /// A provider client. Cheap to clone; clones share the connection and the
 /// handshake.
@@ -52,7 +52,8 @@ pub struct ProviderClient {
     mutations: Arc<KeyLocks>,
     /// `max_concurrency` slots for reads and mutations.
     slots: Option<Arc<tokio::sync::Semaphore>>,
-    node_sets: Arc<load_balancers::PutSets>,
+    /// The node sets this client has put on the provider.
+    put_sets: Arc<load_balancers::PutSets>,
 }
 
 impl ProviderClient {
@@ -72,7 +73,7 @@ impl ProviderClient {
             opts,
             request_id: None,
             mutations: Default::default(),
-            node_sets: Default::default(),
+            put_sets: Default::default(),
         })
     }
 

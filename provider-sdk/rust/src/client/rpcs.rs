@@ -47,7 +47,7 @@ pub(super) trait Unary: Sized + Send + 'static {
     /// message limit).
     const MAX_ANSWER_BYTES: usize;
     type Client: ServiceClient;
-    type Response;
+    type Response: Send + 'static;
     fn send(
         client: Self::Client,
         request: Request<Self>,

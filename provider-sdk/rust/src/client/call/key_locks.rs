@@ -10,7 +10,7 @@ use tokio::sync::OwnedMutexGuard;
 /// mutations of the same load balancer or route in flight (the contract's
 /// promise to providers). Entries go away with their last user.
 #[derive(Default)]
-pub(super) struct KeyLocks {
+pub(in crate::client) struct KeyLocks {
     locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
 }
 

@@ -1,103 +1,44 @@
 //! The one path every RPC takes. The per-service files only build the
 //! request, pick an [`Rpc`] (deadline class, capability, mutation key) and
 //! convert the answer; everything that must be the same for every call
-//! (message limits, deadline, request id, key lock and mutation gate,
-//! observer and log line) happens here, once.
+//! happens here, once, as a stack of tower layers composed in
+//! [`ProviderClient::call`]:
+//!
+//! | layer | module | does |
+//! |---|---|---|
+//! | request scope | `scope.rs` | request id and trace context |
+//! | gate and key lock | `gate.rs` | one mutation per key; refused while the gate is closed; fencing token |
+//! | observer | `observe.rs` | `CallObserver` and the log line |
+//! | revocation | `gate.rs` | a mutation in flight is abandoned when the gate closes |
+//! | deadline | `deadline.rs` | `grpc-timeout`, the absolute deadline, kept on this side too |
+//! | concurrency limit | `tower::limit` | `max_concurrency` slots, reads and mutations only |
+//! | send | `send.rs` | the generated client with the message limits |
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+mod deadline;
+mod gate;
+mod key_locks;
+mod observe;
+mod scope;
+mod send;
 
-use tonic::{Request, Response, Status};
+use tonic::Request;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::{ServiceBuilder, ServiceExt};
 
 use super::error::invalid_answer;
-use super::rpcs::{ServiceClient, Unary};
-use super::{ClientError, MutationGate, ProviderClient};
-use crate::error::{ProviderError, bounded, reason_str};
-use crate::proto::{self, Capability};
-use crate::trace_context::{SpanId, TRACEPARENT_METADATA, TraceId, traceparent};
+use super::rpcs::Unary;
+use super::{ClientError, ProviderClient};
+use crate::proto::Capability;
 use crate::validate::Checked;
+use deadline::{DeadlineClass, DeadlineLayer};
+use gate::{GateLayer, RevokeLayer};
+use observe::ObserveLayer;
+use scope::ScopeLayer;
+use send::Sender;
 
-tokio::task_local! {
-    static SCOPED: RequestScope;
-}
-
-/// What every provider call made within [`RequestScope::run`] carries:
-/// one request id and one W3C trace id, for all the calls of one reconcile.
-#[derive(Debug, Clone)]
-pub struct RequestScope {
-    id: std::sync::Arc<str>,
-    trace: TraceId,
-    /// The caller's span the calls are children of; a new span id per call
-    /// when there is none.
-    parent: Option<SpanId>,
-}
-
-impl RequestScope {
-    /// `id` (bounded to [`MAX_REQUEST_ID_BYTES`]) and a fresh trace id.
-    pub fn new(id: &str) -> Self {
-        RequestScope {
-            id: bounded_id(id).into(),
-            trace: TraceId::random(),
-            parent: None,
-        }
-    }
-
-    /// The calls join the caller's trace as children of its span (an
-    /// exported span, such as OpenTelemetry's for the reconcile), instead
-    /// of starting a trace of their own.
-    pub fn within(mut self, trace: TraceId, parent: SpanId) -> Self {
-        self.trace = trace;
-        self.parent = Some(parent);
-        self
-    }
-
-    /// The trace id, as the calls' `traceparent` carries it.
-    pub fn trace_id(&self) -> String {
-        self.trace.to_string()
-    }
-
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Runs `work` with every provider call it makes carrying this scope's
-    /// request id (unless the client has one of its own) and trace id.
-    pub async fn run<F: Future>(self, work: F) -> F::Output {
-        SCOPED.scope(self, work).await
-    }
-}
-
-/// The longest request id sent: the contract's limit.
-pub const MAX_REQUEST_ID_BYTES: usize = 128;
-
-/// `id` cut to the contract's limit, keeping its head (the kind and
-/// namespace) and its tail (the uid) readable; printable ASCII only, so it
-/// is always a valid metadata value.
-fn bounded_id(id: &str) -> String {
-    let printable: String = id
-        .chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect();
-    if printable.len() <= MAX_REQUEST_ID_BYTES {
-        return printable;
-    }
-    let head = (MAX_REQUEST_ID_BYTES - 1) / 2;
-    let tail = MAX_REQUEST_ID_BYTES - 1 - head;
-    format!(
-        "{}~{}",
-        &printable[..head],
-        &printable[printable.len() - tail..]
-    )
-}
-
-/// Which of [`ClientOptions`](super::ClientOptions)' deadlines a call gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DeadlineClass {
-    Identity,
-    Read,
-    Mutation,
-}
+pub(super) use key_locks::KeyLocks;
+pub use observe::code_name;
+pub use scope::{MAX_REQUEST_ID_BYTES, RequestScope};
 
 /// How one RPC is sent, besides its request.
 pub(super) struct Rpc {
@@ -147,18 +88,14 @@ impl Rpc {
     }
 }
 
-static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
-
 impl ProviderClient {
     /// Sends one RPC and returns its checked answer.
     ///
-    /// In order: the capability is required (handshaking if the connection
-    /// is new); a mutation waits for its key, then asks the gate (after the
-    /// lock, so a call that waited is still refused if the gate closed
-    /// meanwhile); the request gets its deadline and request id and goes
-    /// out on a client with the message limits; the observer and the log
-    /// hear about the call; `answer` converts the response, and a violation
-    /// it finds becomes [`ClientError::InvalidResponse`] naming the method.
+    /// The capability is required first (handshaking if the connection is
+    /// new); then the request goes down the layers, outermost first; last,
+    /// `answer` converts the response, and a violation it finds (or an
+    /// answer past the RPC's size bound) becomes
+    /// [`ClientError::InvalidResponse`] naming the method.
     pub(super) async fn call<Req: Unary, T>(
         &self,
         rpc: Rpc,
@@ -169,261 +106,45 @@ impl ProviderClient {
             // Boxed: the handshake itself goes through `call`.
             Box::pin(self.require(capability)).await?;
         }
-        let mutation = rpc.mutation_key.is_some();
-        let _one_at_a_time = match rpc.mutation_key {
-            Some(key) => {
-                let held = self.mutations.lock(key).await;
-                self.gate(Req::METHOD)?;
-                Some(held)
-            }
-            None => None,
+        let method = Req::METHOD;
+        let gate = match rpc.mutation_key {
+            Some(key) => GateLayer::mutation(
+                method,
+                key,
+                self.mutations.clone(),
+                self.opts.mutation_gate.clone(),
+            ),
+            None => GateLayer::read(method),
         };
-        let gate = self.opts.mutation_gate.clone().filter(|_| mutation);
-        let request_id = self.next_request_id();
-        let mut request = self.request(message, rpc.deadline, &request_id);
-        if let Some(token) = gate.as_ref().and_then(|g| g.fencing_token()) {
-            // Holder identities are free-form; one that is not a valid
-            // header value goes without a token rather than not at all.
-            if let Ok(v) = token.to_string().parse() {
-                request
-                    .metadata_mut()
-                    .insert(proto::FENCING_TOKEN_METADATA, v);
-            }
-        }
-        let max_answer = Req::MAX_ANSWER_BYTES.min(self.opts.max_message_bytes);
-        let client = Req::Client::limited(
-            self.channel.clone(),
-            self.opts.max_message_bytes,
-            max_answer,
-        );
+        let revoke = self
+            .opts
+            .mutation_gate
+            .clone()
+            .filter(|_| gate.is_mutation());
         // Identity calls (Probe among them) take no slot: a health check
         // never waits behind reads and mutations.
         let slots = match rpc.deadline {
             DeadlineClass::Identity => None,
             _ => self.slots.clone(),
         };
-        let deadline = self.timeout(rpc.deadline);
-        let send = async move {
-            let _slot = match &slots {
-                Some(s) => Some(
-                    s.acquire()
-                        .await
-                        .map_err(|_| Status::cancelled("the client is closing"))?,
-                ),
-                None => None,
-            };
-            Req::send(client, request).await
-        };
-        // The deadline also bounds waiting for a slot, and holds when the
-        // provider never answers (a stopped process ignores grpc-timeout).
-        let bounded = async move {
-            let expired = || Status::deadline_exceeded(format!("no answer within {deadline:?}"));
-            match tokio::time::timeout(deadline, send).await {
-                Err(_) => Err(expired()),
-                // tonic's own enforcement of the same deadline, which can
-                // win the race: the same thing, said the same way.
-                Ok(Err(s))
-                    if s.code() == tonic::Code::Cancelled && s.message() == "Timeout expired" =>
-                {
-                    Err(expired())
-                }
-                Ok(answer) => answer,
-            }
-        };
-        // A mutation in flight when leadership is lost is cancelled: the
-        // provider's handler is dropped with the stream.
-        let revoked = match &gate {
-            Some(g) => g.revoked(),
-            None => Box::pin(std::future::pending()),
-        };
-        let fenced = async move {
-            tokio::select! {
-                answer = bounded => answer,
-                () = revoked => Err(Status::cancelled("leadership lost: the mutation was abandoned")),
-            }
-        };
-        // On the heap: tonic's future is tens of kilobytes, and every caller
-        // (each reconcile, each test) would otherwise carry it inline,
-        // overflowing a 2 MiB thread stack in debug builds.
-        let response = match self
-            .observed(Req::METHOD, &request_id, Box::pin(fenced))
+        let max_answer = Req::MAX_ANSWER_BYTES.min(self.opts.max_message_bytes);
+        let stack = ServiceBuilder::new()
+            .layer(ScopeLayer::new(self.request_id.clone()))
+            .layer(gate)
+            .layer(ObserveLayer::new(self.opts.observer.clone(), method))
+            .layer(RevokeLayer(revoke))
+            .layer(DeadlineLayer(rpc.deadline.timeout(&self.opts)))
+            .option_layer(slots.map(GlobalConcurrencyLimitLayer::with_semaphore))
+            .service(Sender::<Req>::new(
+                self.channel.clone(),
+                self.opts.max_message_bytes,
+                max_answer,
+            ));
+        let response = stack
+            .oneshot(Request::new(message))
             .await
-        {
-            Ok(response) => response,
-            Err(e) => {
-                let e = oversized_answer(Req::METHOD, max_answer, e);
-                return Err(fenced_failure(Req::METHOD, gate.as_deref(), e));
-            }
-        };
-        answer(response).map_err(invalid_answer(Req::METHOD))
-    }
-
-    /// The id for the next request: the one given to
-    /// [`with_request_id`](ProviderClient::with_request_id), else the one of
-    /// the enclosing [`RequestScope`], else a fresh one. The provider logs
-    /// it too, so both sides of a call can be matched.
-    fn next_request_id(&self) -> String {
-        if let Some(id) = &self.request_id {
-            return id.to_string();
-        }
-        SCOPED
-            .try_with(|scope| scope.id.to_string())
-            .unwrap_or_else(|_| {
-                format!(
-                    "ccm-{}-{}",
-                    std::process::id(),
-                    NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
-                )
-            })
-    }
-
-    fn timeout(&self, class: DeadlineClass) -> Duration {
-        match class {
-            DeadlineClass::Identity => self.opts.identity_timeout,
-            DeadlineClass::Read => self.opts.read_timeout,
-            DeadlineClass::Mutation => self.opts.mutation_timeout,
-        }
-    }
-
-    fn request<T>(&self, message: T, class: DeadlineClass, request_id: &str) -> Request<T> {
-        let mut request = Request::new(message);
-        let timeout = self.timeout(class);
-        request.set_timeout(timeout);
-        if let Ok(v) = request_id.parse() {
-            request.metadata_mut().insert(proto::REQUEST_ID_METADATA, v);
-        }
-        // The absolute deadline: a provider that reads the request late
-        // (paused, stalled) must not act on what this side gave up on.
-        let gives_up = std::time::SystemTime::now() + timeout;
-        if let Ok(since_epoch) = gives_up.duration_since(std::time::UNIX_EPOCH)
-            && let Ok(v) = since_epoch.as_millis().to_string().parse()
-        {
-            request.metadata_mut().insert(proto::DEADLINE_METADATA, v);
-        }
-        // One trace per scope (reconcile), or per call outside one.
-        let (trace, parent) = SCOPED
-            .try_with(|scope| (scope.trace, scope.parent))
-            .unwrap_or_else(|_| (TraceId::random(), None));
-        if let Ok(v) = traceparent(trace, parent).parse() {
-            request.metadata_mut().insert(TRACEPARENT_METADATA, v);
-        }
-        request
-    }
-
-    /// Asks the mutation gate; `Refused` when it is closed.
-    fn gate(&self, method: &'static str) -> Result<(), ClientError> {
-        match &self.opts.mutation_gate {
-            Some(gate) if !gate.allows_mutations() => {
-                gate.refused(method);
-                Err(ClientError::Refused {
-                    method,
-                    why: gate.why_closed(),
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Awaits one RPC, logs it and reports it to the observer, and unwraps
-    /// the answer.
-    async fn observed<T>(
-        &self,
-        method: &'static str,
-        request_id: &str,
-        call: impl Future<Output = Result<Response<T>, Status>>,
-    ) -> Result<T, ClientError> {
-        // Reported as CANCELLED if the caller drops the call before the
-        // answer (a `/readyz` that stopped waiting): every start has an end.
-        let mut watch = Observation::start(self.opts.observer.as_deref(), method);
-        let result = call.await;
-        let elapsed = watch.started.elapsed();
-        let code = result
-            .as_ref()
-            .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
-        match &result {
-            Ok(_) => tracing::debug!(method, request_id, ?elapsed, "provider call"),
-            Err(status) => tracing::info!(
-                method,
-                request_id,
-                code = code_name(code),
-                // The provider's text, as long as it sent: cut as the
-                // error itself is, or every failed call logs it whole.
-                error = bounded(status.message()).as_str(),
-                ?elapsed,
-                "provider call failed"
-            ),
-        }
-        watch.finish(code);
-        if let (Some(o), Err(status)) = (&self.opts.observer, &result) {
-            let reason = ProviderError::from_status(status).reason().map(reason_str);
-            o.failed(method, reason);
-        }
-        Ok(result?.into_inner())
-    }
-}
-
-/// One call as the observer sees it, from start to end.
-struct Observation<'a> {
-    observer: Option<&'a (dyn super::CallObserver + 'static)>,
-    method: &'static str,
-    started: Instant,
-    open: bool,
-}
-
-impl<'a> Observation<'a> {
-    fn start(
-        observer: Option<&'a (dyn super::CallObserver + 'static)>,
-        method: &'static str,
-    ) -> Self {
-        if let Some(o) = observer {
-            o.started(method);
-        }
-        Observation {
-            observer,
-            method,
-            started: Instant::now(),
-            open: true,
-        }
-    }
-
-    fn finish(&mut self, code: tonic::Code) {
-        if std::mem::take(&mut self.open)
-            && let Some(o) = self.observer
-        {
-            o.observe(self.method, code, self.started.elapsed());
-        }
-    }
-}
-
-impl Drop for Observation<'_> {
-    fn drop(&mut self) {
-        self.finish(tonic::Code::Cancelled);
-    }
-}
-
-/// The canonical name of a gRPC code, as the gRPC specification and other
-/// languages' libraries spell it (`OK`, `DEADLINE_EXCEEDED`), for metric
-/// labels and logs.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code::*;
-    match code {
-        Ok => "OK",
-        Cancelled => "CANCELLED",
-        Unknown => "UNKNOWN",
-        InvalidArgument => "INVALID_ARGUMENT",
-        DeadlineExceeded => "DEADLINE_EXCEEDED",
-        NotFound => "NOT_FOUND",
-        AlreadyExists => "ALREADY_EXISTS",
-        PermissionDenied => "PERMISSION_DENIED",
-        ResourceExhausted => "RESOURCE_EXHAUSTED",
-        FailedPrecondition => "FAILED_PRECONDITION",
-        Aborted => "ABORTED",
-        OutOfRange => "OUT_OF_RANGE",
-        Unimplemented => "UNIMPLEMENTED",
-        Internal => "INTERNAL",
-        Unavailable => "UNAVAILABLE",
-        DataLoss => "DATA_LOSS",
-        Unauthenticated => "UNAUTHENTICATED",
+            .map_err(|e| oversized_answer(method, max_answer, e))?;
+        answer(response.into_inner()).map_err(invalid_answer(method))
     }
 }
 
@@ -451,55 +172,24 @@ fn oversized_answer(method: &'static str, max_answer: usize, e: ClientError) -> 
     }
 }
 
-/// What a failed mutation means to leader election: a NOT_LEADER answer is
-/// reported to the gate, and a call cancelled because the gate closed is
-/// [`ClientError::Refused`], as if it had never been sent.
-fn fenced_failure(
-    method: &'static str,
-    gate: Option<&dyn MutationGate>,
-    e: ClientError,
-) -> ClientError {
-    let Some(gate) = gate else { return e };
-    if let Some(newest) = e.provider_error().and_then(|p| p.newest_leader()) {
-        gate.superseded(newest);
-    }
-    let cancelled = e
-        .provider_error()
-        .is_some_and(|p| p.code() == tonic::Code::Cancelled);
-    if cancelled && !gate.allows_mutations() {
-        return ClientError::Refused {
-            method,
-            why: gate.why_closed(),
-        };
-    }
-    e
-}
-
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
     use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
 
-    #[test]
-    fn long_or_unprintable_ids_are_bounded_and_stay_valid_metadata() {
-        assert_eq!(super::bounded_id("node/a b\u{e9}"), "node/a_b_");
-        let long = format!("service/{}/{}#1a2b3c4d", "n".repeat(63), "s".repeat(63));
-        let bounded = super::bounded_id(&long);
-        assert_eq!(bounded.len(), super::MAX_REQUEST_ID_BYTES);
-        assert!(bounded.starts_with("service/nnn"), "{bounded}");
-        assert!(bounded.ends_with("sss#1a2b3c4d"), "{bounded}");
-        assert!(
-            bounded
-                .parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>()
-                .is_ok()
-        );
-    }
+    use tonic::{Response, Status};
 
     use parking_lot::Mutex;
     use tonic::transport::Channel;
 
     use super::*;
     use crate::FencingToken;
-    use crate::client::{CallObserver, ClientOptions};
+    use crate::client::rpcs::ServiceClient;
+    use crate::client::{CallObserver, ClientOptions, MutationGate};
+    use crate::error::ProviderError;
+    use crate::proto;
 
     /// A client whose calls never reach a provider: [`Echo`] answers in
     /// place of one, from what the request carries.
