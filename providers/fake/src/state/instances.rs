@@ -24,7 +24,7 @@ pub enum AddressType {
 }
 
 impl AddressType {
-    pub(super) fn to_proto(self) -> NodeAddressType {
+    fn to_proto(self) -> NodeAddressType {
         match self {
             AddressType::Hostname => NodeAddressType::Hostname,
             AddressType::InternalIp => NodeAddressType::InternalIp,
@@ -34,7 +34,7 @@ impl AddressType {
         }
     }
 
-    pub(super) fn from_proto(t: i32) -> Option<AddressType> {
+    fn from_proto(t: i32) -> Option<AddressType> {
         Some(match NodeAddressType::try_from(t).ok()? {
             NodeAddressType::Hostname => AddressType::Hostname,
             NodeAddressType::InternalIp => AddressType::InternalIp,
@@ -52,6 +52,23 @@ pub struct Address {
     #[serde(rename = "type")]
     pub kind: AddressType,
     pub address: String,
+}
+
+impl Address {
+    pub(super) fn to_proto(&self) -> NodeAddress {
+        NodeAddress {
+            r#type: self.kind.to_proto() as i32,
+            address: self.address.clone(),
+        }
+    }
+
+    /// `None` for an address of unspecified type.
+    pub(super) fn from_proto(a: &NodeAddress) -> Option<Address> {
+        Some(Address {
+            kind: AddressType::from_proto(a.r#type)?,
+            address: a.address.clone(),
+        })
+    }
 }
 
 /// An instance to declare (instances file, admin API, [`crate::FakeCloud`]).
@@ -104,14 +121,7 @@ impl Instance {
         InstanceMetadata {
             provider_id: self.provider_id.clone(),
             instance_type: self.instance_type.clone(),
-            node_addresses: self
-                .addresses
-                .iter()
-                .map(|a| NodeAddress {
-                    r#type: a.kind.to_proto() as i32,
-                    address: a.address.clone(),
-                })
-                .collect(),
+            node_addresses: self.addresses.iter().map(Address::to_proto).collect(),
             zone: self.zone.clone(),
             region: self.region.clone(),
             additional_labels: self.labels.clone().into_iter().collect(),

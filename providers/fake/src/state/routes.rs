@@ -1,11 +1,11 @@
 //! Routes: one per destination CIDR and cluster; a blackhole once its
 //! target instance is gone.
 
-use ccm_provider_sdk::proto::{NodeAddress, NodeRef, Route};
+use ccm_provider_sdk::proto::{NodeRef, Route};
 use ccm_provider_sdk::{ProviderError, ProviderResult};
 use serde::{Deserialize, Serialize};
 
-use super::{Address, AddressType, State, key, not_found};
+use super::{Address, State, key, not_found};
 
 /// A route as the cloud knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,12 +33,7 @@ impl State {
         let addresses: Vec<Address> = route
             .target_node_addresses
             .iter()
-            .filter_map(|a| {
-                Some(Address {
-                    kind: AddressType::from_proto(a.r#type)?,
-                    address: a.address.clone(),
-                })
-            })
+            .filter_map(Address::from_proto)
             .collect();
         if let Some(existing) = self.routes.get_mut(&k) {
             if existing.target_node == route.target_node {
@@ -99,10 +94,7 @@ impl State {
             target_node_addresses: r
                 .target_node_addresses
                 .iter()
-                .map(|a| NodeAddress {
-                    r#type: a.kind.to_proto() as i32,
-                    address: a.address.clone(),
-                })
+                .map(Address::to_proto)
                 .collect(),
             destination_cidr: r.destination_cidr.clone(),
             blackhole: !self.instances.contains_key(&r.target_node),
