@@ -55,14 +55,17 @@ const fn flag(
     }
 }
 
-const fn quiet(mut f: Ignored, values: &'static [&'static str]) -> Ignored {
-    f.quiet = values;
-    f
-}
+impl Ignored {
+    /// `values` besides the default ask for nothing either.
+    const fn quiet(mut self, values: &'static [&'static str]) -> Self {
+        self.quiet = values;
+        self
+    }
 
-const fn alias(mut f: Ignored, alias: &'static str) -> Ignored {
-    f.alias = Some(alias);
-    f
+    const fn alias(mut self, alias: &'static str) -> Self {
+        self.alias = Some(alias);
+        self
+    }
 }
 
 const NODE_IPAM: &str = "node-ipam is not implemented here: Node pod CIDRs must come from kube-controller-manager's node-ipam or the CNI";
@@ -78,198 +81,92 @@ const PROFILING: &str = "no /debug/pprof here";
 const MIGRATION: &str = "leader migration is not supported: the Lease is --leader-elect-resource-namespace/--leader-elect-resource-name";
 const KLOG: &str = "logs always go to stderr, formatted by --log-format; klog's own flags were removed upstream in 1.26";
 const LOG_STREAMS: &str = "logs always go to stderr, unbuffered";
+const ONE_IDENTITY: &str = "this controller uses the one identity its pod runs as; its RBAC is deploy/base/clusterrole.yaml";
+const VOLUME_PLUGINS: &str = "in-tree cloud volume plugins do not exist here";
+const NO_EFFECT: &str = "deprecated upstream, where it has no effect either";
+const NO_RESYNC: &str = "watches here never resync; periodic work has its own flags";
+const JSON_ONLY: &str = "requests to the kube-apiserver always use JSON";
+const START_TOGETHER: &str = "controllers start together once the Lease is ours";
+const VMODULE: &str = "per-Go-file verbosity has no counterpart; use RUST_LOG (e.g. cloud_controller_manager::controllers::node_route=debug)";
 
 /// Every upstream flag accepted and ignored: upstream's default, and why.
+#[rustfmt::skip]
 pub const IGNORED: &[Ignored] = &[
     // generic
-    flag("allocate-node-cidrs", Kind::Bool, "false", NODE_IPAM),
-    flag(
-        "cidr-allocator-type",
-        Kind::String,
-        "RangeAllocator",
-        NODE_IPAM,
-    ),
-    flag(
-        "use-service-account-credentials",
-        Kind::Bool,
-        "false",
-        "this controller uses the one identity its pod runs as; its RBAC is deploy/base/clusterrole.yaml",
-    ),
-    flag(
-        "external-cloud-volume-plugin",
-        Kind::String,
-        "",
-        "in-tree cloud volume plugins do not exist here",
-    ),
-    flag(
-        "node-sync-period",
-        Kind::Duration,
-        "0s",
-        "deprecated upstream, where it has no effect either",
-    ),
-    flag(
-        "min-resync-period",
-        Kind::Duration,
-        "12h",
-        "watches here never resync; periodic work has its own flags",
-    ),
-    quiet(
-        flag(
-            "kube-api-content-type",
-            Kind::String,
-            "application/vnd.kubernetes.protobuf",
-            "requests to the kube-apiserver always use JSON",
-        ),
-        &["application/json"],
-    ),
-    flag(
-        "controller-start-interval",
-        Kind::Duration,
-        "0s",
-        "controllers start together once the Lease is ours",
-    ),
+    flag("allocate-node-cidrs",                    Kind::Bool,     "false",                               NODE_IPAM),
+    flag("cidr-allocator-type",                    Kind::String,   "RangeAllocator",                      NODE_IPAM),
+    flag("use-service-account-credentials",        Kind::Bool,     "false",                               ONE_IDENTITY),
+    flag("external-cloud-volume-plugin",           Kind::String,   "",                                    VOLUME_PLUGINS),
+    flag("node-sync-period",                       Kind::Duration, "0s",                                  NO_EFFECT),
+    flag("min-resync-period",                      Kind::Duration, "12h",                                 NO_RESYNC),
+    flag("kube-api-content-type",                  Kind::String,   "application/vnd.kubernetes.protobuf", JSON_ONLY).quiet(&["application/json"]),
+    flag("controller-start-interval",              Kind::Duration, "0s",                                  START_TOGETHER),
     // debugging
-    quiet(flag("profiling", Kind::Bool, "true", PROFILING), &["false"]),
-    flag("contention-profiling", Kind::Bool, "false", PROFILING),
+    flag("profiling",                              Kind::Bool,     "true",                                PROFILING).quiet(&["false"]),
+    flag("contention-profiling",                   Kind::Bool,     "false",                               PROFILING),
     // leader migration
-    flag("enable-leader-migration", Kind::Bool, "false", MIGRATION),
-    flag("leader-migration-config", Kind::String, "", MIGRATION),
+    flag("enable-leader-migration",                Kind::Bool,     "false",                               MIGRATION),
+    flag("leader-migration-config",                Kind::String,   "",                                    MIGRATION),
     // secure serving (--bind-address, --secure-port, --tls-cert-file and
     // --tls-private-key-file are ours)
-    flag("cert-dir", Kind::String, "", CERT_DIR),
-    flag("tls-cipher-suites", Kind::List, "", TLS_TUNING),
-    flag("tls-curve-preferences", Kind::List, "", TLS_TUNING),
-    flag("tls-min-version", Kind::String, "", TLS_TUNING),
-    flag("tls-sni-cert-key", Kind::Repeated, "", CERT_DIR),
-    flag(
-        "http2-max-streams-per-connection",
-        Kind::Int,
-        "0",
-        HTTP_TUNING,
-    ),
-    flag("disable-http2-serving", Kind::Bool, "false", HTTP_TUNING),
-    flag("permit-port-sharing", Kind::Bool, "false", SHARING),
-    flag("permit-address-sharing", Kind::Bool, "false", SHARING),
+    flag("cert-dir",                               Kind::String,   "",                                    CERT_DIR),
+    flag("tls-cipher-suites",                      Kind::List,     "",                                    TLS_TUNING),
+    flag("tls-curve-preferences",                  Kind::List,     "",                                    TLS_TUNING),
+    flag("tls-min-version",                        Kind::String,   "",                                    TLS_TUNING),
+    flag("tls-sni-cert-key",                       Kind::Repeated, "",                                    CERT_DIR),
+    flag("http2-max-streams-per-connection",       Kind::Int,      "0",                                   HTTP_TUNING),
+    flag("disable-http2-serving",                  Kind::Bool,     "false",                               HTTP_TUNING),
+    flag("permit-port-sharing",                    Kind::Bool,     "false",                               SHARING),
+    flag("permit-address-sharing",                 Kind::Bool,     "false",                               SHARING),
     // authentication (the TokenReview cache TTL is ours)
-    flag(
-        "authentication-kubeconfig",
-        Kind::String,
-        "",
-        AUTH_KUBECONFIG,
-    ),
-    quiet(
-        flag(
-            "authentication-skip-lookup",
-            Kind::Bool,
-            "false",
-            CLIENT_CERTS,
-        ),
-        &["true"],
-    ),
-    flag(
-        "authentication-tolerate-lookup-failure",
-        Kind::Bool,
-        "false",
-        CLIENT_CERTS,
-    ),
-    flag("client-ca-file", Kind::String, "", CLIENT_CERTS),
-    flag(
-        "requestheader-client-ca-file",
-        Kind::String,
-        "",
-        CLIENT_CERTS,
-    ),
-    flag("requestheader-allowed-names", Kind::List, "", CLIENT_CERTS),
-    flag(
-        "requestheader-username-headers",
-        Kind::List,
-        "x-remote-user",
-        CLIENT_CERTS,
-    ),
-    flag("requestheader-uid-headers", Kind::List, "", CLIENT_CERTS),
-    flag(
-        "requestheader-group-headers",
-        Kind::List,
-        "x-remote-group",
-        CLIENT_CERTS,
-    ),
-    flag(
-        "requestheader-extra-headers-prefix",
-        Kind::List,
-        "x-remote-extra-",
-        CLIENT_CERTS,
-    ),
+    flag("authentication-kubeconfig",              Kind::String,   "",                                    AUTH_KUBECONFIG),
+    flag("authentication-skip-lookup",             Kind::Bool,     "false",                               CLIENT_CERTS).quiet(&["true"]),
+    flag("authentication-tolerate-lookup-failure", Kind::Bool,     "false",                               CLIENT_CERTS),
+    flag("client-ca-file",                         Kind::String,   "",                                    CLIENT_CERTS),
+    flag("requestheader-client-ca-file",           Kind::String,   "",                                    CLIENT_CERTS),
+    flag("requestheader-allowed-names",            Kind::List,     "",                                    CLIENT_CERTS),
+    flag("requestheader-username-headers",         Kind::List,     "x-remote-user",                       CLIENT_CERTS),
+    flag("requestheader-uid-headers",              Kind::List,     "",                                    CLIENT_CERTS),
+    flag("requestheader-group-headers",            Kind::List,     "x-remote-group",                      CLIENT_CERTS),
+    flag("requestheader-extra-headers-prefix",     Kind::List,     "x-remote-extra-",                     CLIENT_CERTS),
     // authorization (the always-allow paths and cache TTLs are ours)
-    flag(
-        "authorization-kubeconfig",
-        Kind::String,
-        "",
-        AUTH_KUBECONFIG,
-    ),
+    flag("authorization-kubeconfig",               Kind::String,   "",                                    AUTH_KUBECONFIG),
     // webhook server
-    flag("webhooks", Kind::List, "", WEBHOOK),
-    flag("webhook-bind-address", Kind::String, "0.0.0.0", WEBHOOK),
-    quiet(
-        flag("webhook-secure-port", Kind::Int, "10260", WEBHOOK),
-        &["0"],
-    ),
-    flag("webhook-cert-dir", Kind::String, "", WEBHOOK),
-    flag("webhook-tls-cert-file", Kind::String, "", WEBHOOK),
-    flag("webhook-tls-private-key-file", Kind::String, "", WEBHOOK),
-    flag("webhook-tls-cipher-suites", Kind::List, "", WEBHOOK),
-    flag("webhook-tls-curve-preferences", Kind::List, "", WEBHOOK),
-    flag("webhook-tls-min-version", Kind::String, "", WEBHOOK),
-    flag("webhook-tls-sni-cert-key", Kind::Repeated, "", WEBHOOK),
-    flag(
-        "webhook-disable-http2-serving",
-        Kind::Bool,
-        "false",
-        WEBHOOK,
-    ),
+    flag("webhooks",                               Kind::List,     "",                                    WEBHOOK),
+    flag("webhook-bind-address",                   Kind::String,   "0.0.0.0",                             WEBHOOK),
+    flag("webhook-secure-port",                    Kind::Int,      "10260",                               WEBHOOK).quiet(&["0"]),
+    flag("webhook-cert-dir",                       Kind::String,   "",                                    WEBHOOK),
+    flag("webhook-tls-cert-file",                  Kind::String,   "",                                    WEBHOOK),
+    flag("webhook-tls-private-key-file",           Kind::String,   "",                                    WEBHOOK),
+    flag("webhook-tls-cipher-suites",              Kind::List,     "",                                    WEBHOOK),
+    flag("webhook-tls-curve-preferences",          Kind::List,     "",                                    WEBHOOK),
+    flag("webhook-tls-min-version",                Kind::String,   "",                                    WEBHOOK),
+    flag("webhook-tls-sni-cert-key",               Kind::Repeated, "",                                    WEBHOOK),
+    flag("webhook-disable-http2-serving",          Kind::Bool,     "false",                               WEBHOOK),
     // node-ipam (k/k's sample binary only)
-    flag("service-cluster-ip-range", Kind::String, "", NODE_IPAM),
-    flag("node-cidr-mask-size", Kind::Int, "0", NODE_IPAM),
-    flag("node-cidr-mask-size-ipv4", Kind::Int, "24", NODE_IPAM),
-    flag("node-cidr-mask-size-ipv6", Kind::Int, "64", NODE_IPAM),
+    flag("service-cluster-ip-range",               Kind::String,   "",                                    NODE_IPAM),
+    flag("node-cidr-mask-size",                    Kind::Int,      "0",                                   NODE_IPAM),
+    flag("node-cidr-mask-size-ipv4",               Kind::Int,      "24",                                  NODE_IPAM),
+    flag("node-cidr-mask-size-ipv6",               Kind::Int,      "64",                                  NODE_IPAM),
     // logging (component-base); -v and --logging-format are mapped
-    flag(
-        "vmodule",
-        Kind::String,
-        "",
-        "per-Go-file verbosity has no counterpart; use RUST_LOG (e.g. cloud_controller_manager::controllers::node_route=debug)",
-    ),
-    flag("log-flush-frequency", Kind::Duration, "5s", LOG_STREAMS),
-    flag("log-text-split-stream", Kind::Bool, "false", LOG_STREAMS),
-    flag("log-text-info-buffer-size", Kind::String, "0", LOG_STREAMS),
-    flag("log-json-split-stream", Kind::Bool, "false", LOG_STREAMS),
-    flag("log-json-info-buffer-size", Kind::String, "0", LOG_STREAMS),
+    flag("vmodule",                                Kind::String,   "",                                    VMODULE),
+    flag("log-flush-frequency",                    Kind::Duration, "5s",                                  LOG_STREAMS),
+    flag("log-text-split-stream",                  Kind::Bool,     "false",                               LOG_STREAMS),
+    flag("log-text-info-buffer-size",              Kind::String,   "0",                                   LOG_STREAMS),
+    flag("log-json-split-stream",                  Kind::Bool,     "false",                               LOG_STREAMS),
+    flag("log-json-info-buffer-size",              Kind::String,   "0",                                   LOG_STREAMS),
     // klog's flags, still in older providers' manifests
-    flag("logtostderr", Kind::Bool, "true", KLOG),
-    flag("alsologtostderr", Kind::Bool, "false", KLOG),
-    alias(flag("log-dir", Kind::String, "", KLOG), "log_dir"),
-    alias(flag("log-file", Kind::String, "", KLOG), "log_file"),
-    alias(
-        flag("log-file-max-size", Kind::Int, "1800", KLOG),
-        "log_file_max_size",
-    ),
-    alias(
-        flag("skip-headers", Kind::Bool, "false", KLOG),
-        "skip_headers",
-    ),
-    alias(
-        flag("skip-log-headers", Kind::Bool, "false", KLOG),
-        "skip_log_headers",
-    ),
-    alias(
-        flag("add-dir-header", Kind::Bool, "false", KLOG),
-        "add_dir_header",
-    ),
-    alias(flag("one-output", Kind::Bool, "false", KLOG), "one_output"),
-    flag("stderrthreshold", Kind::Severity, "2", KLOG),
-    alias(
-        flag("log-backtrace-at", Kind::String, ":0", KLOG),
-        "log_backtrace_at",
-    ),
+    flag("logtostderr",                            Kind::Bool,     "true",                                KLOG),
+    flag("alsologtostderr",                        Kind::Bool,     "false",                               KLOG),
+    flag("log-dir",                                Kind::String,   "",                                    KLOG).alias("log_dir"),
+    flag("log-file",                               Kind::String,   "",                                    KLOG).alias("log_file"),
+    flag("log-file-max-size",                      Kind::Int,      "1800",                                KLOG).alias("log_file_max_size"),
+    flag("skip-headers",                           Kind::Bool,     "false",                               KLOG).alias("skip_headers"),
+    flag("skip-log-headers",                       Kind::Bool,     "false",                               KLOG).alias("skip_log_headers"),
+    flag("add-dir-header",                         Kind::Bool,     "false",                               KLOG).alias("add_dir_header"),
+    flag("one-output",                             Kind::Bool,     "false",                               KLOG).alias("one_output"),
+    flag("stderrthreshold",                        Kind::Severity, "2",                                   KLOG),
+    flag("log-backtrace-at",                       Kind::String,   ":0",                                  KLOG).alias("log_backtrace_at"),
 ];
 
 impl Ignored {
@@ -402,4 +299,3 @@ impl Args for IgnoredFlags {
         Self::augment_args(cmd)
     }
 }
-
