@@ -178,19 +178,32 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
             raise ProviderError.internal("provider answered an empty load balancer name")
         return loadbalancer_pb2.GetLoadBalancerNameResponse(name=name)
 
-    @_rpc
-    async def EnsureLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
+    async def _over_nodes(
+        self, ctx: CallContext, request: Any, method: Any, what: str, response_type: Any
+    ) -> tuple[LbAnswer, Any]:
+        """Ensure and Update: the provider's answer for the Service and its
+        nodes, and the response with its warnings and, if it says so,
+        implemented_elsewhere."""
         cluster, service = self._target(request)
         validate.node_refs("nodes", request.nodes)
         answer = _lb_answer(
-            await self._rt.call(
-                ctx, self._impl.ensure_load_balancer, cluster, service, list(request.nodes)
-            ),
-            "EnsureLoadBalancer",
+            await self._rt.call(ctx, method, cluster, service, list(request.nodes)), what
         )
-        response = loadbalancer_pb2.EnsureLoadBalancerResponse(warnings=answer.warnings)
+        response = response_type(warnings=answer.warnings)
         if answer.implemented_elsewhere is not None:
             response.implemented_elsewhere.message = answer.implemented_elsewhere
+        return answer, response
+
+    @_rpc
+    async def EnsureLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
+        answer, response = await self._over_nodes(
+            ctx,
+            request,
+            self._impl.ensure_load_balancer,
+            "EnsureLoadBalancer",
+            loadbalancer_pb2.EnsureLoadBalancerResponse,
+        )
+        if answer.implemented_elsewhere is not None:
             return response
         if answer.value is None:
             raise ProviderError.internal("provider answered EnsureLoadBalancer without a status")
@@ -200,18 +213,14 @@ class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
 
     @_rpc
     async def UpdateLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target(request)
-        validate.node_refs("nodes", request.nodes)
-        answer = _lb_answer(
-            await self._rt.call(
-                ctx, self._impl.update_load_balancer, cluster, service, list(request.nodes)
-            ),
+        answer, response = await self._over_nodes(
+            ctx,
+            request,
+            self._impl.update_load_balancer,
             "UpdateLoadBalancer",
+            loadbalancer_pb2.UpdateLoadBalancerResponse,
         )
-        response = loadbalancer_pb2.UpdateLoadBalancerResponse(warnings=answer.warnings)
-        if answer.implemented_elsewhere is not None:
-            response.implemented_elsewhere.message = answer.implemented_elsewhere
-        else:
+        if answer.implemented_elsewhere is None:
             response.updated.SetInParent()
         return response
 
