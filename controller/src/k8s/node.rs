@@ -144,6 +144,29 @@ mod tests {
     use k8s_openapi::api::core::v1::NodeStatus;
     use kube::api::ObjectMeta;
 
+    /// A Node named n1 with `addresses` (type, address) in its status.
+    fn node_with_addresses(addresses: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                addresses: Some(
+                    addresses
+                        .iter()
+                        .map(|(type_, address)| NodeAddress {
+                            type_: (*type_).into(),
+                            address: (*address).into(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn node_refs_carry_identity_and_skip_unknown_address_types() {
         let n = Node {
@@ -179,27 +202,13 @@ mod tests {
     /// calls, invalid requests.
     #[test]
     fn addresses_the_contract_refuses_are_left_out() {
-        let address = |type_: &str, address: &str| NodeAddress {
-            type_: type_.into(),
-            address: address.into(),
-        };
-        let n = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..Default::default()
-            },
-            status: Some(NodeStatus {
-                addresses: Some(vec![
-                    address("InternalIP", "not an ip"),
-                    address("ExternalIP", ""),
-                    address("Hostname", ""),
-                    address("InternalIP", "10.0.0.1"),
-                    address("InternalDNS", "n1.internal"),
-                ]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let n = node_with_addresses(&[
+            ("InternalIP", "not an ip"),
+            ("ExternalIP", ""),
+            ("Hostname", ""),
+            ("InternalIP", "10.0.0.1"),
+            ("InternalDNS", "n1.internal"),
+        ]);
         let r = node_ref(&n);
         let kept: Vec<&str> = r.addresses.iter().map(|a| a.address.as_str()).collect();
         assert_eq!(kept, ["10.0.0.1", "n1.internal"]);
@@ -213,30 +222,16 @@ mod tests {
     /// form.
     #[test]
     fn dns_addresses_that_are_no_dns_names_are_never_sent() {
-        let address = |type_: &str, address: &str| NodeAddress {
-            type_: type_.into(),
-            address: address.into(),
-        };
-        let n = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..Default::default()
-            },
-            status: Some(NodeStatus {
-                addresses: Some(vec![
-                    address("Hostname", "$(rm -rf /)"),
-                    address("InternalDNS", "-bad-.example"),
-                    address("ExternalDNS", "Upper.Example"),
-                    address("InternalIP", "fd00:0:0:0:0:0:0:1"),
-                    address("ExternalIP", "::ffff:192.0.2.1"),
-                    address("Hostname", "n1"),
-                    address("InternalDNS", "n1.internal.example"),
-                    address("InternalIP", "fd00::1"),
-                ]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let n = node_with_addresses(&[
+            ("Hostname", "$(rm -rf /)"),
+            ("InternalDNS", "-bad-.example"),
+            ("ExternalDNS", "Upper.Example"),
+            ("InternalIP", "fd00:0:0:0:0:0:0:1"),
+            ("ExternalIP", "::ffff:192.0.2.1"),
+            ("Hostname", "n1"),
+            ("InternalDNS", "n1.internal.example"),
+            ("InternalIP", "fd00::1"),
+        ]);
         let r = node_ref(&n);
         let kept: Vec<&str> = r.addresses.iter().map(|a| a.address.as_str()).collect();
         assert_eq!(kept, ["n1", "n1.internal.example", "fd00::1"]);

@@ -39,8 +39,8 @@ from ccmrs_provider import (
     Routes,
     Volumes,
     Zones,
+    calls,
     pb,
-    server,
 )
 
 
@@ -734,4 +734,4 @@ def test_an_identity_the_suite_would_refuse_is_refused_at_start() -> None:
     ],
 )
 def test_malformed_traceparents_start_no_trace(value: object) -> None:
-    assert server.trace_id_of(value) is None
+    assert calls.trace_id_of(value) is None

@@ -22,12 +22,15 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
+use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// Who a request is from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -69,6 +72,24 @@ pub trait Reviews: Send + Sync + 'static {
 /// identity (it needs `system:auth-delegator`).
 pub struct KubeReviews(pub kube::Client);
 
+impl KubeReviews {
+    /// Asks the apiserver `review` (a TokenReview or SubjectAccessReview:
+    /// cluster-scoped, answered, never stored).
+    async fn create<K>(&self, review: &K) -> Result<K, String>
+    where
+        K: kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + std::fmt::Debug,
+    {
+        Api::<K>::all(self.0.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|e| format!("{}: {e}", K::kind(&())))
+    }
+}
+
 impl Reviews for KubeReviews {
     fn authenticate<'a>(
         &'a self,
@@ -82,11 +103,7 @@ impl Reviews for KubeReviews {
                 },
                 ..Default::default()
             };
-            let answer = Api::<TokenReview>::all(self.0.clone())
-                .create(&PostParams::default(), &review)
-                .await
-                .map_err(|e| format!("TokenReview: {e}"))?;
-            let Some(status) = answer.status else {
+            let Some(status) = self.create(&review).await?.status else {
                 return Ok(None);
             };
             if status.authenticated != Some(true) {
@@ -123,11 +140,11 @@ impl Reviews for KubeReviews {
                 },
                 ..Default::default()
             };
-            let answer = Api::<SubjectAccessReview>::all(self.0.clone())
-                .create(&PostParams::default(), &review)
-                .await
-                .map_err(|e| format!("SubjectAccessReview: {e}"))?;
-            Ok(answer.status.is_some_and(|s| s.allowed))
+            Ok(self
+                .create(&review)
+                .await?
+                .status
+                .is_some_and(|s| s.allowed))
         })
     }
 }
@@ -319,19 +336,14 @@ impl Delegated {
             .as_ref()
             .try_into()
             .expect("SHA-256 is 32 bytes");
-        if let Some(known) = self.tokens.get(&digest) {
-            return Ok(known);
-        }
-        let permit = self.permit()?;
-        let user = self
-            .reviews
-            .authenticate(token)
-            .await
-            .map_err(ReviewError::Failed)?;
-        drop(permit);
         // Upstream caches both outcomes for the one TTL.
-        self.tokens.put(digest, user.clone(), self.ttls.token);
-        Ok(user)
+        self.reviewed(
+            &self.tokens,
+            digest,
+            || self.reviews.authenticate(token),
+            |_| self.ttls.token,
+        )
+        .await
     }
 
     async fn authorize(
@@ -346,23 +358,38 @@ impl Delegated {
             return Ok(true);
         }
         let key = (user.clone(), verb.to_owned(), path.to_owned());
-        if let Some(known) = self.decisions.get(&key) {
+        self.reviewed(
+            &self.decisions,
+            key,
+            || self.reviews.authorize(user, verb, path),
+            |allowed| {
+                if *allowed {
+                    self.ttls.allowed
+                } else {
+                    self.ttls.denied
+                }
+            },
+        )
+        .await
+    }
+
+    /// `cache`'s answer for `key`, else `review`'s, asked within the bound
+    /// on reviews in flight and kept for `ttl(answer)`.
+    async fn reviewed<'a, K: Eq + Hash, V: Clone>(
+        &self,
+        cache: &TtlCache<K, V>,
+        key: K,
+        review: impl FnOnce() -> BoxFuture<'a, Result<V, String>>,
+        ttl: impl FnOnce(&V) -> Duration,
+    ) -> Result<V, ReviewError> {
+        if let Some(known) = cache.get(&key) {
             return Ok(known);
         }
         let permit = self.permit()?;
-        let allowed = self
-            .reviews
-            .authorize(user, verb, path)
-            .await
-            .map_err(ReviewError::Failed)?;
+        let answer = review().await.map_err(ReviewError::Failed)?;
         drop(permit);
-        let ttl = if allowed {
-            self.ttls.allowed
-        } else {
-            self.ttls.denied
-        };
-        self.decisions.put(key, allowed, ttl);
-        Ok(allowed)
+        cache.put(key, answer.clone(), ttl(&answer));
+        Ok(answer)
     }
 
     /// Authenticates then authorizes `req`; answers 401, 403 or 500 itself.

@@ -17,6 +17,7 @@ The contract's messages are in :mod:`ccmrs_provider.pb`.
 """
 
 from . import pb
+from .calls import REQUEST_ID_METADATA
 from .endpoint import DEFAULT_ENDPOINT, EndpointError, socket_path
 from .errors import ERROR_DOMAIN, MAX_ERROR_TEXT_BYTES, ProviderError, Reason
 from .fencing import FENCING_TOKEN_METADATA, Fence, FencingToken
@@ -38,13 +39,7 @@ from .provider import (
     cluster_scoped_load_balancer_name,
     default_load_balancer_name,
 )
-from .server import (
-    CONTRACT_VERSION,
-    MAX_MESSAGE_BYTES,
-    REQUEST_ID_METADATA,
-    ProviderServer,
-    RunningServer,
-)
+from .server import CONTRACT_VERSION, MAX_MESSAGE_BYTES, ProviderServer, RunningServer
 from .validate import Violation
 
 __all__ = [

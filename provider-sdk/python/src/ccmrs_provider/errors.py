@@ -50,6 +50,20 @@ class Reason:
     NODE_SET_UNKNOWN = "NODE_SET_UNKNOWN"
 
 
+#: The reasons the contract allows with either of two codes (the first is
+#: the constructor's default).
+_CODES_OF = {
+    Reason.CONFLICTING_RESOURCE: (
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
+    Reason.CREDENTIALS_INVALID: (
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    ),
+}
+
+
 def reason_name(value: int) -> str:
     """The wire name of an ``ErrorReason`` value: ``INSTANCE_NOT_FOUND`` for 1."""
     return errors_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
@@ -115,6 +129,28 @@ class ProviderError(Exception):
     # ---- constructors, one per reason ----
 
     @classmethod
+    def _bad_field(
+        cls, reason: str, field: str, description: str, *, message: str | None = None
+    ) -> ProviderError:
+        """INVALID_ARGUMENT with a ``BadRequest`` naming ``field``."""
+        return cls(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            reason,
+            f"{field}: {description}" if message is None else message,
+            field_violations=[(field, description)],
+        )
+
+    @classmethod
+    def _one_of(cls, reason: str, code: grpc.StatusCode, message: str) -> ProviderError:
+        """``reason`` with ``code``, one of the codes the contract allows
+        for it."""
+        allowed = _CODES_OF[reason]
+        if code not in allowed:
+            names = " or ".join(c.name for c in allowed)
+            raise ValueError(f"the contract allows code {names} here, not {code.name}")
+        return cls(code, reason, message)
+
+    @classmethod
     def instance_not_found(
         cls, message: str, *, resource_type: str = "", resource_name: str = ""
     ) -> ProviderError:
@@ -133,22 +169,17 @@ class ProviderError(Exception):
     def invalid_service_spec(cls, field: str, description: str) -> ProviderError:
         """The Service cannot be realised; ``field`` is a path such as
         ``spec.ports[0].protocol`` (INVALID_ARGUMENT with ``BadRequest``)."""
-        return cls(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            Reason.INVALID_SERVICE_SPEC,
-            f"{field}: {description}",
-            field_violations=[(field, description)],
-        )
+        return cls._bad_field(Reason.INVALID_SERVICE_SPEC, field, description)
 
     @classmethod
     def invalid_annotation(cls, key: str, description: str) -> ProviderError:
         """An annotation has a value the provider cannot use (INVALID_ARGUMENT,
         ``BadRequest`` field ``metadata.annotations[<key>]``)."""
-        return cls(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        return cls._bad_field(
             Reason.INVALID_ANNOTATION,
-            f"annotation {key}: {description}",
-            field_violations=[(f"metadata.annotations[{key}]", description)],
+            f"metadata.annotations[{key}]",
+            description,
+            message=f"annotation {key}: {description}",
         )
 
     @classmethod
@@ -170,8 +201,7 @@ class ProviderError(Exception):
     ) -> ProviderError:
         """A cloud resource exists and belongs to something else
         (ALREADY_EXISTS, or FAILED_PRECONDITION)."""
-        _allowed(code, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION)
-        return cls(code, Reason.CONFLICTING_RESOURCE, message)
+        return cls._one_of(Reason.CONFLICTING_RESOURCE, code, message)
 
     @classmethod
     def operation_pending(cls, message: str) -> ProviderError:
@@ -195,19 +225,13 @@ class ProviderError(Exception):
     ) -> ProviderError:
         """The provider's own cloud credentials are unusable
         (PERMISSION_DENIED, or UNAUTHENTICATED)."""
-        _allowed(code, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
-        return cls(code, Reason.CREDENTIALS_INVALID, message)
+        return cls._one_of(Reason.CREDENTIALS_INVALID, code, message)
 
     @classmethod
     def invalid_request(cls, field: str, description: str) -> ProviderError:
         """The request breaks the contract; ``field`` names the offending
         field (INVALID_ARGUMENT with ``BadRequest``)."""
-        return cls(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            Reason.INVALID_REQUEST,
-            f"{field}: {description}",
-            field_violations=[(field, description)],
-        )
+        return cls._bad_field(Reason.INVALID_REQUEST, field, description)
 
     @classmethod
     def not_leader(cls, newest: FencingToken) -> ProviderError:
@@ -373,9 +397,3 @@ class ProviderError(Exception):
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
-
-
-def _allowed(code: grpc.StatusCode, *allowed: grpc.StatusCode) -> None:
-    if code not in allowed:
-        names = " or ".join(c.name for c in allowed)
-        raise ValueError(f"the contract allows code {names} here, not {code.name}")

@@ -13,561 +13,60 @@ cancelled, and a plain method that has not started yet never starts.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import functools
-import inspect
-import itertools
 import logging
 import os
-import re
 import signal
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from ccmrs.cloudprovider.v1 import (
-    clusters_pb2,
     clusters_pb2_grpc,
     identity_pb2,
     identity_pb2_grpc,
-    instances_pb2,
     instances_pb2_grpc,
-    loadbalancer_pb2,
     loadbalancer_pb2_grpc,
-    routes_pb2,
     routes_pb2_grpc,
-    types_pb2,
-    volumes_pb2,
     volumes_pb2_grpc,
-    zones_pb2,
     zones_pb2_grpc,
 )
 
 from . import endpoint as _endpoint
-from . import paginate, validate
-from .errors import ProviderError
-from .fencing import FENCING_TOKEN_METADATA, FencingToken
+from . import validate
+from .adapters import (
+    _ClustersAdapter,
+    _IdentityAdapter,
+    _InstancesAdapter,
+    _LoadBalancersAdapter,
+    _RoutesAdapter,
+    _VolumesAdapter,
+    _ZonesAdapter,
+)
+from .calls import _Runtime
 from .provider import (
-    CallContext,
     Clusters,
-    Existence,
     Identity,
     Instances,
-    LbAnswer,
     LoadBalancers,
     ProviderInfo,
-    Readiness,
     Routes,
-    ShutdownState,
     Volumes,
     Zones,
 )
-from .validate import Violation
 
 #: The contract version reported in ``GetProviderInfo``.
 CONTRACT_VERSION = "1.1.0"
 #: Both directions accept messages up to this size, the contract's minimum
 #: (grpc's own default for receiving is 4 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-#: The metadata key carrying the controller's request id.
-REQUEST_ID_METADATA = "x-ccm-request-id"
-#: The metadata key carrying the instant the controller gives up on a call,
-#: in milliseconds since the Unix epoch.
-DEADLINE_METADATA = "x-ccm-deadline"
-TRACEPARENT_METADATA = "traceparent"
-_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-
-
-def trace_id_of(traceparent: object) -> str | None:
-    """The trace id of a version-00 W3C ``traceparent``; None for anything
-    else (neither id may be all zeros)."""
-    if not isinstance(traceparent, str):
-        return None
-    m = _TRACEPARENT.fullmatch(traceparent.strip())
-    if m is None or set(m.group(1)) == {"0"} or set(m.group(2)) == {"0"}:
-        return None
-    return m.group(1)
-
 
 _REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 log = logging.getLogger("ccmrs_provider")
-T = TypeVar("T")
-_ids = itertools.count(1)
-
-
-class _Runtime:
-    """What every adapter does with a call: read its context, run the
-    provider, turn failures into the contract's statuses."""
-
-    def __init__(self, max_workers: int) -> None:
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="provider"
-        )
-        # Probe gets its own threads so it never waits behind provider work.
-        self.probe_executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=2, thread_name_prefix="probe"
-        )
-
-    def shutdown(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        self.probe_executor.shutdown(wait=False, cancel_futures=True)
-
-    @staticmethod
-    def context(context: grpc.aio.ServicerContext, method: str) -> CallContext:
-        """The request id, deadline and fencing token of one call. A
-        malformed fencing token is refused: a write whose sender cannot be
-        told must not be applied."""
-        metadata = {k: v for k, v in (context.invocation_metadata() or ())}
-        request_id = metadata.get(REQUEST_ID_METADATA)
-        if not isinstance(request_id, str) or not 0 < len(request_id) <= 128:
-            request_id = f"sdk-{os.getpid()}-{next(_ids)}"
-        remaining = context.time_remaining()
-        deadline = None if remaining is None else time.monotonic() + remaining
-        # grpc-timeout counts from when the request is read: a provider
-        # paused past the caller's deadline must not act on what it gave up on.
-        given_up = metadata.get(DEADLINE_METADATA)
-        if isinstance(given_up, str) and given_up.isdigit():
-            late_ms = time.time() * 1000 - int(given_up)
-            if late_ms > 0:
-                raise ProviderError(
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                    None,
-                    f"the caller gave up {late_ms:.0f} ms before this request was read"
-                    f" ({DEADLINE_METADATA})",
-                )
-        token = None
-        raw = metadata.get(FENCING_TOKEN_METADATA)
-        if raw is not None:
-            field = f"metadata[{FENCING_TOKEN_METADATA}]"
-            if not isinstance(raw, str):
-                raise ProviderError.invalid_request(field, "not printable ASCII")
-            try:
-                token = FencingToken.parse(raw)
-            except ValueError as e:
-                raise ProviderError.invalid_request(field, str(e)) from None
-        return CallContext(
-            method=method,
-            request_id=request_id,
-            deadline=deadline,
-            fencing_token=token,
-            trace_id=trace_id_of(metadata.get(TRACEPARENT_METADATA)),
-        )
-
-    async def call(
-        self,
-        ctx: CallContext,
-        fn: Callable[..., Any],
-        *args: Any,
-        executor: concurrent.futures.Executor | None = None,
-    ) -> Any:
-        """Runs one provider method (plain or ``async``). Anything it raises
-        but a ProviderError becomes INTERNAL (NotImplementedError:
-        UNIMPLEMENTED), its details logged, not sent. A caller giving up
-        cancels the awaiting task: :meth:`handle` marks ``ctx`` cancelled."""
-        try:
-            if inspect.iscoroutinefunction(fn):
-                return await fn(ctx, *args)
-
-            def run() -> Any:
-                # Queued work whose caller left is never started.
-                ctx.raise_if_cancelled()
-                return fn(ctx, *args)
-
-            loop = asyncio.get_running_loop()
-            copied = contextvars.copy_context()
-            result = await loop.run_in_executor(executor or self.executor, copied.run, run)
-            if inspect.isawaitable(result):
-                return await result
-            return result
-        except ProviderError:
-            raise
-        except NotImplementedError:
-            raise ProviderError.unimplemented(f"{ctx.method} is not implemented") from None
-        except Exception as e:
-            ctx.log.exception("provider raised %s", type(e).__name__)
-            raise ProviderError.internal(
-                f"provider failed (request id {ctx.request_id}): {type(e).__name__}"
-            ) from None
-
-    async def handle(
-        self,
-        method: str,
-        context: grpc.aio.ServicerContext,
-        body: Callable[[CallContext], Awaitable[T]],
-    ) -> T:
-        request_id = ""
-        try:
-            ctx = self.context(context, method)
-            request_id = ctx.request_id
-            try:
-                return await body(ctx)
-            except asyncio.CancelledError:
-                ctx.cancel()
-                raise
-        except Violation as v:
-            error = ProviderError.invalid_request(v.field, v.problem)
-        except ProviderError as e:
-            error = e
-        except Exception as e:  # an SDK bug; never an answer
-            log.exception("%s (request id %s): SDK failure", method, request_id)
-            error = ProviderError.internal(f"provider SDK failed: {type(e).__name__}")
-        log.debug(
-            "%s (request id %s) failed: code %s, reason %s: %s",
-            method,
-            request_id,
-            error.code.name,
-            error.reason,
-            error,
-        )
-        await context.abort_with_status(error.to_grpc_status())
-        raise AssertionError("unreachable")  # abort_with_status raises
-
-
-def _rpc(body: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Makes ``async def Method(self, request, ctx)`` a grpc handler."""
-    method = body.__name__
-
-    @functools.wraps(body)
-    async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
-        return await self._rt.handle(method, context, lambda ctx: body(self, request, ctx))
-
-    return handler
-
-
-def _check_answer(what: str, check: Callable[..., None], *args: Any) -> None:
-    """Runs a ``validate`` check on a provider's answer. A violation is a
-    provider bug, which must not reach the controller as a valid answer:
-    INTERNAL naming the field."""
-    try:
-        check(*args)
-    except Violation as v:
-        raise ProviderError.internal(f"provider answered {what}: {v}") from None
-
-
-def _expect(value: Any, kind: type[T] | tuple[type, ...], what: str) -> T:
-    if not isinstance(value, kind):
-        raise ProviderError.internal(
-            f"provider answered {type(value).__name__} for {what}, expected "
-            + (kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind))
-        )
-    return value  # type: ignore[return-value]
-
-
-def _cluster_name(value: str) -> str:
-    validate.name("cluster_name", value)
-    return value
-
-
-# ---- IdentityService ----
-
-
-class _IdentityAdapter(identity_pb2_grpc.IdentityServiceServicer):
-    """GetProviderInfo and GetProviderCapabilities answer what
-    :class:`ProviderServer` built once: no provider code runs for them."""
-
-    def __init__(
-        self,
-        rt: _Runtime,
-        identity: Identity,
-        info: identity_pb2.GetProviderInfoResponse,
-        capabilities: identity_pb2.GetProviderCapabilitiesResponse,
-    ) -> None:
-        self._rt = rt
-        self._identity = identity
-        self._info = info
-        self._capabilities = capabilities
-
-    async def GetProviderInfo(self, request: Any, context: Any) -> Any:
-        return self._info
-
-    async def GetProviderCapabilities(self, request: Any, context: Any) -> Any:
-        return self._capabilities
-
-    @_rpc
-    async def Probe(self, request: Any, ctx: CallContext) -> Any:
-        readiness = await self._rt.call(ctx, self._identity.probe, executor=self._rt.probe_executor)
-        readiness = _expect(readiness, Readiness, "Probe")
-        return identity_pb2.ProbeResponse(state=readiness.state, message=readiness.message)
-
-
-# ---- InstancesService ----
-
-
-class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
-    """A Node whose providerID has another scheme (or is not a providerID)
-    is refused before the provider sees it: a provider can only know that
-    its own instance is gone, and NOT_EXISTS about another cloud's instance
-    would make the controller delete the Node."""
-
-    def __init__(self, rt: _Runtime, impl: Instances, scheme: str) -> None:
-        self._rt = rt
-        self._impl = impl
-        self._prefix = scheme + "://"
-
-    def _node(self, request: Any) -> types_pb2.NodeRef:
-        node = validate.node_ref("node", validate.present(request, "node"))
-        pid = node.provider_id
-        if pid and (not pid.startswith(self._prefix) or len(pid) == len(self._prefix)):
-            raise ProviderError.invalid_request(
-                "node.provider_id",
-                f"{pid!r} is not a providerID of this provider (scheme "
-                f"{self._prefix[:-3]!r}); it can only answer for its own instances",
-            )
-        return node
-
-    @_rpc
-    async def InstanceExists(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        answer = await self._rt.call(ctx, self._impl.instance_exists, node)
-        if answer is True or answer is False:
-            answer = Existence.EXISTS if answer else Existence.NOT_EXISTS
-        answer = _expect(answer, Existence, "InstanceExists")
-        return instances_pb2.InstanceExistsResponse(existence=answer.value)
-
-    @_rpc
-    async def InstanceShutdown(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        answer = await self._rt.call(ctx, self._impl.instance_shutdown, node)
-        answer = _expect(answer, ShutdownState, "InstanceShutdown")
-        return instances_pb2.InstanceShutdownResponse(state=answer.value)
-
-    @_rpc
-    async def InstanceMetadata(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
-        metadata = _expect(metadata, instances_pb2.InstanceMetadata, "InstanceMetadata")
-        _check_answer("an invalid InstanceMetadata", validate.instance_metadata, metadata)
-        return instances_pb2.InstanceMetadataResponse(metadata=metadata)
-
-
-# ---- LoadBalancerService ----
-
-
-def _lb_answer(value: Any, what: str) -> LbAnswer:
-    """An :class:`LbAnswer`; a bare status (or None) is a done one."""
-    value = _expect(value, (LbAnswer, types_pb2.LoadBalancerStatus, type(None)), what)
-    answer = value if isinstance(value, LbAnswer) else LbAnswer.done(value)
-    _check_answer("an invalid warning", validate.warnings, "warnings", answer.warnings)
-    return answer
-
-
-class _LoadBalancersAdapter(loadbalancer_pb2_grpc.LoadBalancerServiceServicer):
-    def __init__(self, rt: _Runtime, impl: LoadBalancers, listing: bool) -> None:
-        self._rt = rt
-        self._impl = impl
-        self._listing = listing
-
-    @staticmethod
-    def _target(request: Any) -> tuple[str, types_pb2.Service]:
-        """Ensure and Update: the Service with at least one port."""
-        cluster = _cluster_name(request.cluster_name)
-        return cluster, validate.service("service", validate.present(request, "service"))
-
-    @staticmethod
-    def _target_ref(request: Any) -> tuple[str, types_pb2.Service]:
-        """Reads and the delete: ports are not needed to find a load balancer."""
-        cluster = _cluster_name(request.cluster_name)
-        return cluster, validate.service_ref("service", validate.present(request, "service"))
-
-    @_rpc
-    async def GetLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target_ref(request)
-        status = await self._rt.call(ctx, self._impl.get_load_balancer, cluster, service)
-        if status is None:
-            return loadbalancer_pb2.GetLoadBalancerResponse(
-                existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_NOT_EXISTS
-            )
-        status = _expect(status, types_pb2.LoadBalancerStatus, "GetLoadBalancer")
-        _check_answer("an invalid status", validate.load_balancer_status, "status", status)
-        return loadbalancer_pb2.GetLoadBalancerResponse(
-            existence=loadbalancer_pb2.LOAD_BALANCER_EXISTENCE_EXISTS, status=status
-        )
-
-    @_rpc
-    async def GetLoadBalancerName(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target_ref(request)
-        name = await self._rt.call(ctx, self._impl.get_load_balancer_name, cluster, service)
-        if not _expect(name, str, "GetLoadBalancerName"):
-            raise ProviderError.internal("provider answered an empty load balancer name")
-        return loadbalancer_pb2.GetLoadBalancerNameResponse(name=name)
-
-    @_rpc
-    async def EnsureLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target(request)
-        validate.node_refs("nodes", request.nodes)
-        answer = _lb_answer(
-            await self._rt.call(
-                ctx, self._impl.ensure_load_balancer, cluster, service, list(request.nodes)
-            ),
-            "EnsureLoadBalancer",
-        )
-        response = loadbalancer_pb2.EnsureLoadBalancerResponse(warnings=answer.warnings)
-        if answer.implemented_elsewhere is not None:
-            response.implemented_elsewhere.message = answer.implemented_elsewhere
-            return response
-        if answer.value is None:
-            raise ProviderError.internal("provider answered EnsureLoadBalancer without a status")
-        _check_answer("an invalid status", validate.load_balancer_status, "status", answer.value)
-        response.status.CopyFrom(answer.value)
-        return response
-
-    @_rpc
-    async def UpdateLoadBalancer(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target(request)
-        validate.node_refs("nodes", request.nodes)
-        answer = _lb_answer(
-            await self._rt.call(
-                ctx, self._impl.update_load_balancer, cluster, service, list(request.nodes)
-            ),
-            "UpdateLoadBalancer",
-        )
-        response = loadbalancer_pb2.UpdateLoadBalancerResponse(warnings=answer.warnings)
-        if answer.implemented_elsewhere is not None:
-            response.implemented_elsewhere.message = answer.implemented_elsewhere
-        else:
-            response.updated.SetInParent()
-        return response
-
-    @_rpc
-    async def EnsureLoadBalancerDeleted(self, request: Any, ctx: CallContext) -> Any:
-        cluster, service = self._target_ref(request)
-        warnings = await self._rt.call(
-            ctx, self._impl.ensure_load_balancer_deleted, cluster, service
-        )
-        warnings = list(warnings or ())
-        _check_answer("an invalid warning", validate.warnings, "warnings", warnings)
-        return loadbalancer_pb2.EnsureLoadBalancerDeletedResponse(warnings=warnings)
-
-    @_rpc
-    async def ListLoadBalancers(self, request: Any, ctx: CallContext) -> Any:
-        if not self._listing:
-            raise ProviderError.unimplemented("ListLoadBalancers is not supported")
-        cluster = _cluster_name(request.cluster_name)
-        entries = list(await self._rt.call(ctx, self._impl.list_load_balancers, cluster))
-        for i, e in enumerate(entries):
-            _expect(e, loadbalancer_pb2.LoadBalancerSummary, "a ListLoadBalancers entry")
-            for name, value in [("name", e.name), ("service_uid", e.service_uid)]:
-                _check_answer(
-                    "an invalid listing", validate.name, f"load_balancers[{i}].{name}", value
-                )
-        page, token = paginate.page(
-            entries,
-            lambda e: e.service_uid,
-            request.page_size,
-            request.page_token,
-            what="the load balancer of Service uid",
-        )
-        return loadbalancer_pb2.ListLoadBalancersResponse(
-            load_balancers=page, next_page_token=token
-        )
-
-
-# ---- RoutesService ----
-
-
-class _RoutesAdapter(routes_pb2_grpc.RoutesServiceServicer):
-    def __init__(self, rt: _Runtime, impl: Routes) -> None:
-        self._rt = rt
-        self._impl = impl
-
-    @_rpc
-    async def ListRoutes(self, request: Any, ctx: CallContext) -> Any:
-        cluster = _cluster_name(request.cluster_name)
-        routes = list(await self._rt.call(ctx, self._impl.list_routes, cluster))
-        for r in routes:
-            _expect(r, routes_pb2.Route, "a ListRoutes entry")
-        page, token = paginate.page(
-            routes,
-            lambda r: r.destination_cidr,
-            request.page_size,
-            request.page_token,
-            what="a route for",
-        )
-        return routes_pb2.ListRoutesResponse(routes=page, next_page_token=token)
-
-    @_rpc
-    async def CreateRoute(self, request: Any, ctx: CallContext) -> Any:
-        cluster = _cluster_name(request.cluster_name)
-        validate.name("name_hint", request.name_hint)
-        route = validate.route("route", validate.present(request, "route"))
-        if route.blackhole:
-            raise Violation("route.blackhole", "cannot create a blackhole route")
-        created = await self._rt.call(
-            ctx, self._impl.create_route, cluster, request.name_hint, route
-        )
-        if created is None:
-            return routes_pb2.CreateRouteResponse()
-        return routes_pb2.CreateRouteResponse(route=_expect(created, routes_pb2.Route, "a route"))
-
-    @_rpc
-    async def DeleteRoute(self, request: Any, ctx: CallContext) -> Any:
-        cluster = _cluster_name(request.cluster_name)
-        route = validate.route("route", validate.present(request, "route"))
-        await self._rt.call(ctx, self._impl.delete_route, cluster, route)
-        return routes_pb2.DeleteRouteResponse()
-
-
-# ---- ZonesService, VolumesService, ClustersService ----
-
-
-class _ZonesAdapter(zones_pb2_grpc.ZonesServiceServicer):
-    def __init__(self, rt: _Runtime, impl: Zones) -> None:
-        self._rt = rt
-        self._impl = impl
-
-    @_rpc
-    async def GetZoneByProviderId(self, request: Any, ctx: CallContext) -> Any:
-        validate.name("provider_id", request.provider_id)
-        zone = await self._rt.call(ctx, self._impl.zone_by_provider_id, request.provider_id)
-        return zones_pb2.GetZoneByProviderIdResponse(zone=_expect(zone, zones_pb2.Zone, "a zone"))
-
-    @_rpc
-    async def GetZoneByNodeName(self, request: Any, ctx: CallContext) -> Any:
-        validate.name("node_name", request.node_name)
-        zone = await self._rt.call(ctx, self._impl.zone_by_node_name, request.node_name)
-        return zones_pb2.GetZoneByNodeNameResponse(zone=_expect(zone, zones_pb2.Zone, "a zone"))
-
-
-class _VolumesAdapter(volumes_pb2_grpc.VolumesServiceServicer):
-    def __init__(self, rt: _Runtime, impl: Volumes) -> None:
-        self._rt = rt
-        self._impl = impl
-
-    @_rpc
-    async def GetVolumeLabels(self, request: Any, ctx: CallContext) -> Any:
-        volume = validate.volume("volume", validate.present(request, "volume"))
-        labels = dict(await self._rt.call(ctx, self._impl.get_volume_labels, volume) or {})
-        _check_answer("invalid volume labels", validate.labels, "labels", labels)
-        return volumes_pb2.GetVolumeLabelsResponse(labels=labels)
-
-
-class _ClustersAdapter(clusters_pb2_grpc.ClustersServiceServicer):
-    def __init__(self, rt: _Runtime, impl: Clusters) -> None:
-        self._rt = rt
-        self._impl = impl
-
-    @_rpc
-    async def ListClusters(self, request: Any, ctx: CallContext) -> Any:
-        names = list(await self._rt.call(ctx, self._impl.list_clusters))
-        return clusters_pb2.ListClustersResponse(cluster_names=names)
-
-    @_rpc
-    async def Master(self, request: Any, ctx: CallContext) -> Any:
-        cluster = _cluster_name(request.cluster_name)
-        address = await self._rt.call(ctx, self._impl.master, cluster)
-        if not _expect(address, str, "Master"):
-            raise ProviderError.internal("provider answered an empty control-plane address")
-        return clusters_pb2.MasterResponse(address=address)
-
-
-# ---- the server ----
 
 
 def _overrides(impl: object, base: type, method: str) -> bool:
