@@ -139,6 +139,61 @@ mod tests {
     use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec};
     use kube::api::ObjectMeta;
 
+    /// Issue 26: pv-label's queue recorded no `workqueue_adds_total` or
+    /// `workqueue_work_duration_seconds` (cloud-node and service-lb did):
+    /// every controller's reconciles are counted by the runner.
+    #[tokio::test]
+    async fn its_reconciles_are_counted_in_the_queue_metrics() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let volume = json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": "local-1", "uid": "u-1", "resourceVersion": "2"},
+            "spec": {"hostPath": {"path": "/data"}},
+        });
+        let (client, _api) = mock_api(move |call| {
+            if call.path.contains("watch=true") {
+                // An empty watch: the list is what this test is about.
+                (200, json!({}))
+            } else {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PersistentVolumeList",
+                           "metadata": {"resourceVersion": "2"}, "items": [volume.clone()]}),
+                )
+            }
+        });
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = crate::runtime::metrics::ControllerMetrics::register(&mut registry);
+        let ctx = Context::new(
+            client,
+            provider.client.clone(),
+            kube::runtime::reflector::store().0,
+            "kubernetes".into(),
+            "pv-label-controller",
+            metrics,
+            crate::controllers::events::Delivery::Inline,
+        );
+        let encoded = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let counted = r#"workqueue_adds_total{name="PersistentVolumes"} 1"#;
+        let running = tokio::spawn(run(ctx));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !encoded().contains(counted) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        running.abort();
+        let text = encoded();
+        assert!(text.contains(counted), "{text}");
+        assert!(
+            text.contains(r#"workqueue_work_duration_seconds_count{name="PersistentVolumes"} 1"#),
+            "{text}"
+        );
+    }
+
     #[tokio::test]
     async fn cloud_volumes_get_the_labels_they_lack_once() {
         let provider = fake_provider(FakeConfig::default());
