@@ -11,23 +11,26 @@
 
 mod decide;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::{Existence, ShutdownState};
+use ccm_runtime::{Action, Reconcile};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use std::collections::HashSet;
 
 use parking_lot::Mutex;
 
-use super::context::Context;
-use super::request_id;
+use crate::context::Context;
 use crate::k8s::{self, node};
+use crate::request_id;
 pub use decide::{Ownership, ownership, taints_for};
 
 /// The controller's state.
@@ -164,22 +167,38 @@ pub async fn check(state: &Lifecycle, n: &Node) {
     }
 }
 
-/// Checks every Node, serially, every `period` measured from the end of the
-/// previous pass.
-pub async fn run(ctx: Arc<Context>, period: Duration) {
-    let state = Lifecycle::new(ctx);
-    loop {
-        for n in state.ctx.nodes.state() {
-            request_id::scoped(request_id::node(&n), check(&state, &n)).await;
-        }
-        tokio::time::sleep(period).await;
+/// Every check is a [`check`]: it logs what went wrong and waits for the
+/// next period (nothing is retried sooner, and nothing is deleted on an
+/// error).
+impl Reconcile for Lifecycle {
+    type Key = ObjectRef<Node>;
+    type Object = Node;
+    type Error = Infallible;
+
+    async fn reconcile(&self, n: Arc<Node>) -> Result<Action, Infallible> {
+        check(self, &n).await;
+        Ok(Action::await_change())
     }
+
+    fn request_id(&self, key: &Self::Key) -> Option<String> {
+        Some(request_id::node_named(&key.name))
+    }
+}
+
+/// Checks every Node every `period`, serially (one worker).
+pub async fn run(ctx: Arc<Context>, period: Duration) {
+    let every_node = ccm_runtime::watch::every(ctx.nodes.clone(), period);
+    super::runner(&ctx, Arc::new(Lifecycle::new(ctx.clone())), "NodeLifecycle")
+        .store(ctx.nodes.clone())
+        .resyncs(every_node)
+        .run()
+        .await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::*;
+    use crate::testing::*;
     use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeConfig, InstanceSpec, Method};
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use kube::api::ObjectMeta;

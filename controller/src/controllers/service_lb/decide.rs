@@ -682,7 +682,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use kube::api::ObjectMeta;
 
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     fn node_with(name: &str, label: Option<&str>, taint: Option<&str>) -> Node {
         Node {
