@@ -200,4 +200,31 @@ mod tests {
         }
         assert_eq!(seen, ["a@1", "a@2", "b@3", "c@4"]);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_names_each_object_at_once_then_every_period() {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Apply(svc("a", "1")));
+        writer.apply_watcher_event(&watcher::Event::Apply(svc("b", "1")));
+        let start = tokio::time::Instant::now();
+        let mut names = std::pin::pin!(every(store, std::time::Duration::from_secs(5)));
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let r = tokio::time::timeout(std::time::Duration::from_secs(60), names.next())
+                .await
+                .expect("in time")
+                .unwrap();
+            seen.push((r.name, (tokio::time::Instant::now() - start).as_secs()));
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("a".to_owned(), 0),
+                ("a".to_owned(), 5),
+                ("b".to_owned(), 0),
+                ("b".to_owned(), 5)
+            ]
+        );
+    }
 }

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use crate::context::Context;
 use crate::k8s::{self, node};
 use crate::request_id;
-pub use decide::{Ownership, ownership, taints_for};
+pub use decide::{Ownership, Plan, ownership, plan, taints_for};
 
 /// The controller's state.
 pub struct Lifecycle {
@@ -134,9 +134,8 @@ async fn delete(ctx: &Context, n: &Node) {
 pub async fn check(state: &Lifecycle, n: &Node) {
     let ctx = &state.ctx;
     let name = node::name(n);
-    if node::ready_status(n) == "True" {
-        // Ready nodes never cost a provider call.
-        if let Some(taints) = taints_for(n, false)
+    if let Plan::Ready { untaint } = plan(n) {
+        if let Some(taints) = untaint
             && let Err(e) = set_taints(ctx, n, taints).await
         {
             tracing::warn!(node = name, error = %e, "removing shutdown taint");

@@ -270,13 +270,12 @@ pub async fn run(
         addresses,
         known: tokio::sync::Mutex::new(None),
     };
-    // Start to start; a pass longer than the period does not queue up
-    // missed ones.
-    let mut every = tokio::time::interval(period);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let full = futures::stream::unfold(every, |mut every| async move {
-        every.tick().await;
-        Some((Pass::Full, every))
+    // Start to start. A pass longer than the period does not queue up
+    // missed ones: the key is in progress, so it goes round once more.
+    let full = futures::stream::unfold(tokio::time::Instant::now(), move |next| async move {
+        tokio::time::sleep_until(next).await;
+        let now = tokio::time::Instant::now();
+        Some((Pass::Full, (next + period).max(now)))
     });
     node_changes.mark_unchanged();
     // The watch's end (sender dropped) ends the controller.
