@@ -132,14 +132,15 @@ pub fn master_uri(master: &str) -> http::Uri {
 }
 
 /// The tracing filter `-v N` stands for (used when RUST_LOG is unset): our
-/// crates get more detail, dependencies stay at info.
+/// crates (the controller, its runtime, the provider SDK) get more detail,
+/// dependencies stay at info.
 pub fn verbosity_filter(v: u32) -> String {
     let ours = match v {
         0 | 1 => return "info".to_owned(),
         2 | 3 => "debug",
         _ => "trace",
     };
-    format!("info,cloud_controller_manager={ours},ccm_provider_sdk={ours}")
+    format!("info,cloud_controller_manager={ours},ccm_runtime={ours},ccm_provider_sdk={ours}")
 }
 
 /// How an ignored flag's value is written.
@@ -1076,11 +1077,11 @@ mod tests {
         assert_eq!(parse(&["--v=1"]).log_filter(), "info");
         assert_eq!(
             parse(&["--v=2"]).log_filter(),
-            "info,cloud_controller_manager=debug,ccm_provider_sdk=debug"
+            "info,cloud_controller_manager=debug,ccm_runtime=debug,ccm_provider_sdk=debug"
         );
         assert_eq!(
             parse(&["--v=10"]).log_filter(),
-            "info,cloud_controller_manager=trace,ccm_provider_sdk=trace"
+            "info,cloud_controller_manager=trace,ccm_runtime=trace,ccm_provider_sdk=trace"
         );
         // The last one wins, as Go's flags.
         assert_eq!(parse(&["--v=2", "--v=5"]).compat.verbosity, Some(5));
