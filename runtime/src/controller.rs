@@ -487,6 +487,45 @@ mod tests {
         assert_eq!(secs, [42, 42]);
     }
 
+    /// service-lb counts its own work items: the legacy path must not
+    /// count them a second time.
+    #[tokio::test(start_paused = true)]
+    async fn the_legacy_path_leaves_the_item_count_to_its_caller() {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Apply(cm("a")));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = QueueMetrics::register(&mut registry);
+        let (ran, mut reconciled) = tokio::sync::mpsc::unbounded_channel();
+        let controller = legacy(
+            "service",
+            metrics,
+            move |obj: Arc<ConfigMap>| {
+                let _ = ran.send(obj.metadata.name.clone());
+                std::future::ready(Action::await_change())
+            },
+            |_| std::future::ready(Action::await_change()),
+        )
+        .store(store)
+        .changes(
+            futures::stream::iter([ObjectRef::from_obj(&cm("a"))])
+                .chain(futures::stream::pending()),
+        )
+        .run();
+        tokio::select! {
+            _ = controller => panic!("the controller stopped"),
+            name = tokio::time::timeout(Duration::from_secs(60), reconciled.recv()) => {
+                assert_eq!(name.expect("reconciled in time"), Some(Some("a".into())));
+            }
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(r#"workqueue_queue_duration_seconds_count{name="service"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains("workqueue_adds_total{"), "{text}");
+    }
+
     #[test]
     fn the_backoff_doubles_caps_and_starts_over() {
         let d: Vec<u64> = (1..=12)

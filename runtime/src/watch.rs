@@ -39,34 +39,6 @@ where
     (store, references(objects, what))
 }
 
-/// A reference to every object of `store` at once, then again every
-/// `period` after that: a resync stream for a controller that looks at
-/// every object periodically rather than on change.
-pub fn every<K>(
-    store: Store<K>,
-    period: std::time::Duration,
-) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    futures::stream::unfold(true, move |first| {
-        let store = store.clone();
-        async move {
-            if !first {
-                tokio::time::sleep(period).await;
-            }
-            let all: Vec<ObjectRef<K>> = store
-                .state()
-                .iter()
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect();
-            Some((futures::stream::iter(all), false))
-        }
-    })
-    .flatten()
-}
-
 /// A write whose answer nobody reads. `build` makes the request from
 /// `api`'s request builder (`|r| r.patch(…)`, `|r| r.create(…)`); `verb`
 /// names it for kube's tracing, as kube's own methods name theirs. The
@@ -199,32 +171,5 @@ mod tests {
             ));
         }
         assert_eq!(seen, ["a@1", "a@2", "b@3", "c@4"]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn every_names_each_object_at_once_then_every_period() {
-        let (store, mut writer) = reflector::store();
-        writer.apply_watcher_event(&watcher::Event::Apply(svc("a", "1")));
-        writer.apply_watcher_event(&watcher::Event::Apply(svc("b", "1")));
-        let start = tokio::time::Instant::now();
-        let mut names = std::pin::pin!(every(store, std::time::Duration::from_secs(5)));
-        let mut seen = Vec::new();
-        for _ in 0..4 {
-            let r = tokio::time::timeout(std::time::Duration::from_secs(60), names.next())
-                .await
-                .expect("in time")
-                .unwrap();
-            seen.push((r.name, (tokio::time::Instant::now() - start).as_secs()));
-        }
-        seen.sort();
-        assert_eq!(
-            seen,
-            [
-                ("a".to_owned(), 0),
-                ("a".to_owned(), 5),
-                ("b".to_owned(), 0),
-                ("b".to_owned(), 5)
-            ]
-        );
     }
 }

@@ -16,12 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::{Existence, ShutdownState};
-use ccm_runtime::{Action, Reconcile};
+use ccm_runtime::{Action, Reconcile, Singleton};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use std::collections::HashSet;
@@ -166,30 +165,46 @@ pub async fn check(state: &Lifecycle, n: &Node) {
     }
 }
 
-/// Every check is a [`check`]: it logs what went wrong and waits for the
-/// next period (nothing is retried sooner, and nothing is deleted on an
-/// error).
-impl Reconcile for Lifecycle {
-    type Key = ObjectRef<Node>;
-    type Object = Node;
+/// The controller's one key: a pass over every Node.
+const PASS: Singleton = Singleton("node-lifecycle");
+
+/// Passes of [`check`] over every Node, serially, each `period` after the
+/// previous one ended. A check logs what went wrong and waits for the next
+/// pass: nothing is retried sooner, and nothing is deleted on an error.
+struct Passes {
+    lifecycle: Lifecycle,
+    period: Duration,
+}
+
+impl Reconcile for Passes {
+    type Key = Singleton;
+    type Object = Vec<Arc<Node>>;
     type Error = Infallible;
 
-    async fn reconcile(&self, n: Arc<Node>) -> Result<Action, Infallible> {
-        check(self, &n).await;
-        Ok(Action::await_change())
+    async fn reconcile(&self, nodes: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
+        for n in nodes.iter() {
+            request_id::scoped(request_id::node(n), check(&self.lifecycle, n)).await;
+        }
+        Ok(Action::requeue(self.period))
     }
 
-    fn request_id(&self, key: &Self::Key) -> Option<String> {
-        Some(request_id::node_named(&key.name))
+    /// Each Node's check carries that Node's id.
+    fn request_id(&self, _: &Singleton) -> Option<String> {
+        None
     }
 }
 
-/// Checks every Node every `period`, serially (one worker).
+/// Checks every Node, serially, every `period` measured from the end of the
+/// previous pass.
 pub async fn run(ctx: Arc<Context>, period: Duration) {
-    let every_node = ccm_runtime::watch::every(ctx.nodes.clone(), period);
-    super::runner(&ctx, Arc::new(Lifecycle::new(ctx.clone())), "NodeLifecycle")
-        .store(ctx.nodes.clone())
-        .resyncs(every_node)
+    let passes = Passes {
+        lifecycle: Lifecycle::new(ctx.clone()),
+        period,
+    };
+    let nodes = ctx.nodes.clone();
+    super::runner(&ctx, Arc::new(passes), "NodeLifecycle")
+        .lookup(move |_| Some(Arc::new(nodes.state())))
+        .resyncs(futures::stream::once(async { PASS }))
         .run()
         .await;
 }
