@@ -147,7 +147,7 @@ pub fn verbosity_filter(v: u32) -> String {
         2 | 3 => "debug",
         _ => "trace",
     };
-    format!("info,cloud_controller_manager={ours},ccm_provider_sdk={ours}")
+    format!("info,cloud_controller_manager={ours},ccm_runtime={ours},ccm_provider_sdk={ours}")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

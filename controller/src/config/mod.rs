@@ -491,8 +491,8 @@ impl Options {
 
 impl LeaderElectionArgs {
     /// The elector's settings for the replica `identity`.
-    pub fn lease_config(&self, identity: String) -> crate::runtime::leader::Config {
-        crate::runtime::leader::Config {
+    pub fn lease_config(&self, identity: String) -> crate::manager::leader::Config {
+        crate::manager::leader::Config {
             namespace: self.leader_elect_resource_namespace.clone(),
             name: self.leader_elect_resource_name.clone(),
             identity,

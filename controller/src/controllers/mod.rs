@@ -1,19 +1,15 @@
-//! The controllers, one folder each: its pure decisions (`decide.rs`) and
-//! its I/O (`mod.rs`) side by side, with its own state and error type.
-//! [`start`] is the one table from a controller's name to its task.
+//! The controllers, one folder each: its pure decisions (`decide.rs`,
+//! one plan per reconcile) and its I/O (`mod.rs`, a
+//! [`ccm_runtime::Reconcile`] that executes the plan) side by side, with
+//! its own state and error type. [`start`] is the one table from a
+//! controller's name to its task; [`runner`] gives each the same queue,
+//! metrics and request-id scope. docs/architecture.md: how to add one.
 
-pub mod backoff;
 pub mod cloud_node;
-pub mod context;
-pub mod events;
 pub mod node_lifecycle;
 pub mod node_route;
 pub mod pv_label;
-pub mod request_id;
 pub mod service_lb;
-#[cfg(test)]
-pub(crate) mod testing;
-pub mod workqueue;
 
 use std::sync::Arc;
 
@@ -25,9 +21,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::reflector::Store;
 
+use ccm_runtime::events;
+use ccm_runtime::{Controller, Reconcile};
+
 use crate::config::{ControllerName, ControllersArgs};
-use crate::runtime::metrics::ControllerMetrics;
-use context::Context;
+use crate::context::Context;
+use crate::manager::metrics::ControllerMetrics;
+use crate::request_id::ProviderScope;
 
 /// Changed Nodes, as the shared Node watch delivers them.
 pub type NodeEvents = BoxStream<'static, Arc<Node>>;
@@ -44,7 +44,7 @@ pub struct Shared {
     pub node_changes: tokio::sync::watch::Receiver<u64>,
     pub metrics: ControllerMetrics,
     /// `--dry-run-writes`: Events are counted, not published.
-    pub dry_run: Option<crate::runtime::dry_run::DryRun>,
+    pub dry_run: Option<crate::manager::dry_run::DryRun>,
 }
 
 /// The controller `name` as one task that runs until the process stops.
@@ -101,6 +101,17 @@ pub fn start(
         .boxed(),
         ControllerName::PvLabel => pv_label::run(ctx).boxed(),
     }
+}
+
+/// The runner of `reconciler`: the work queue `queue` (its metrics are
+/// `workqueue_*{name=queue}`), each reconcile under its request id with
+/// its provider calls carrying it.
+pub(crate) fn runner<R: Reconcile>(
+    ctx: &Context,
+    reconciler: Arc<R>,
+    queue: &'static str,
+) -> Controller<R> {
+    Controller::new(reconciler, queue, ctx.metrics.queues.clone()).scope(ProviderScope)
 }
 
 /// The orphan sweeper's period, if it runs. Not with the default cluster

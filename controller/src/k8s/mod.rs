@@ -1,89 +1,10 @@
-//! Kubernetes helpers every controller shares: Node accessors,
-//! well-known keys, and writes that do not decode their answers.
+//! Kubernetes helpers every controller shares: Node accessors and
+//! well-known keys (the generic watch and write helpers are
+//! `ccm_runtime::watch`'s, named here too).
 
 pub mod node;
 
-use futures::{Stream, StreamExt};
-use kube::Api;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-
-/// A write whose answer nobody reads. `build` makes the request from
-/// `api`'s request builder (`|r| r.patch(…)`, `|r| r.create(…)`); `verb`
-/// names it for kube's tracing, as kube's own methods name theirs. The
-/// answer's status is checked (an error is the same `kube::Error` kube's
-/// methods return); its body, the whole object as written, is not decoded.
-/// Our writes come back through the watches anyway; not decoding them twice
-/// took the controller's CPU over a 1,000-object `make bench-compare` run
-/// from 1.49–1.58 s to 1.33–1.42 s.
-pub(crate) async fn write_unread<K: kube::Resource + Clone>(
-    api: &Api<K>,
-    verb: &'static str,
-    build: impl FnOnce(
-        &kube::core::Request,
-    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> kube::Result<()> {
-    let mut req =
-        build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
-    req.extensions_mut().insert(verb);
-    api.clone().into_client().request_text(req).await.map(drop)
-}
-
-/// The objects a reflected watch (`.reflect(writer)`) applies, each yielded
-/// only once the store has it: a relist's objects (`InitApply`) are held
-/// back until `InitDone`, when the reflector swaps them into the store.
-///
-/// kube's `applied_objects` yields them at once. A `Controller` then looks
-/// each up in a store that does not have it yet (or has its version from
-/// before the relist) and drops the trigger or reconciles the stale
-/// version: an object created, changed or deleted while the watch was
-/// broken (an apiserver restart, a `410 Gone`) was then not reconciled
-/// until it changed again.
-pub fn applied_once_stored<K, E>(
-    events: impl Stream<Item = Result<watcher::Event<K>, E>>,
-) -> impl Stream<Item = Result<K, E>> {
-    let mut relisted = Vec::new();
-    events.flat_map(move |event| {
-        let ready: Vec<Result<K, E>> = match event {
-            Err(e) => vec![Err(e)],
-            Ok(watcher::Event::Apply(obj)) => vec![Ok(obj)],
-            Ok(watcher::Event::Init) => {
-                relisted.clear();
-                Vec::new()
-            }
-            Ok(watcher::Event::InitApply(obj)) => {
-                relisted.push(obj);
-                Vec::new()
-            }
-            Ok(watcher::Event::InitDone) => {
-                std::mem::take(&mut relisted).into_iter().map(Ok).collect()
-            }
-            Ok(watcher::Event::Delete(_)) => Vec::new(),
-        };
-        futures::stream::iter(ready)
-    })
-}
-
-/// References to the objects `objects` yields, for a work queue; a watch
-/// error (the watcher retries with backoff) is logged and skipped.
-pub fn references<K>(
-    objects: impl Stream<Item = Result<K, watcher::Error>>,
-    what: &'static str,
-) -> impl Stream<Item = ObjectRef<K>>
-where
-    K: kube::Resource,
-    K::DynamicType: Default,
-{
-    objects.filter_map(move |o| {
-        std::future::ready(match o {
-            Ok(o) => Some(ObjectRef::from_obj(&o)),
-            Err(e) => {
-                tracing::warn!(error = %e, "watching {what}");
-                None
-            }
-        })
-    })
-}
+pub use ccm_runtime::watch::{applied_once_stored, references, write_unread};
 
 /// An object's labels or annotations as the contract's map.
 pub fn string_map<M: FromIterator<(String, String)>>(
@@ -93,63 +14,4 @@ pub fn string_map<M: FromIterator<(String, String)>>(
         .flatten()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::Service;
-    use kube::api::ObjectMeta;
-    use kube::runtime::WatchStreamExt;
-    use kube::runtime::reflector::{self, ObjectRef};
-
-    fn svc(name: &str, version: &str) -> Service {
-        Service {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some(name.into()),
-                resource_version: Some(version.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn a_relists_objects_come_out_once_the_store_has_them() {
-        use watcher::Event::*;
-        let (store, writer) = reflector::store();
-        let events = [
-            Init,
-            InitApply(svc("a", "1")),
-            InitDone,
-            // A relist: "a" changed and "b" appeared while the watch was
-            // broken.
-            Init,
-            InitApply(svc("a", "2")),
-            InitApply(svc("b", "3")),
-            InitDone,
-            Apply(svc("c", "4")),
-            Delete(svc("a", "2")),
-        ];
-        let reflected = futures::stream::iter(events.map(Ok::<_, watcher::Error>)).reflect(writer);
-        let mut out = std::pin::pin!(applied_once_stored(reflected));
-        let mut seen = Vec::new();
-        while let Some(obj) = out.next().await {
-            let obj = obj.unwrap();
-            let stored = store.get(&ObjectRef::from_obj(&obj));
-            assert_eq!(
-                stored.and_then(|s| s.metadata.resource_version.clone()),
-                obj.metadata.resource_version,
-                "{:?} yielded before the store had this version",
-                obj.metadata.name
-            );
-            seen.push(format!(
-                "{}@{}",
-                obj.metadata.name.unwrap(),
-                obj.metadata.resource_version.unwrap()
-            ));
-        }
-        assert_eq!(seen, ["a@1", "a@2", "b@3", "c@4"]);
-    }
 }

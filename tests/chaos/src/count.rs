@@ -532,7 +532,7 @@ mod tests {
             .into();
         assert_eq!(due, want);
         let watch = format!(
-            "{log}2026-11-27T06:40:00.000000Z  WARN cloud_controller_manager::runtime::node_watch: node watch error; retrying error=Expired\n"
+            "{log}2026-11-27T06:40:00.000000Z  WARN cloud_controller_manager::manager::node_watch: node watch error; retrying error=Expired\n"
         );
         let want: SystemTime = "2026-11-27T06:40:31Z"
             .parse::<k8s_openapi::jiff::Timestamp>()

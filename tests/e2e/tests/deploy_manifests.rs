@@ -206,7 +206,7 @@ fn check_pod(d: &Value) {
     assert_eq!(controller["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(controller["readinessProbe"]["httpGet"]["path"], "/readyz");
     let probe_timeout = controller["readinessProbe"]["timeoutSeconds"].as_u64();
-    let verdict_within = cloud_controller_manager::runtime::admin::READYZ_PROBE_DEADLINE;
+    let verdict_within = cloud_controller_manager::manager::admin::READYZ_PROBE_DEADLINE;
     assert!(
         probe_timeout.is_some_and(|t| t > verdict_within.as_secs()),
         "kubelet must wait longer than /readyz takes to decide: {probe_timeout:?}"

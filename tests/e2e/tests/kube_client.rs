@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_testsupport::{TestEnv, spawn_testenv, terminate, testenv_binary, unique_name};
-use cloud_controller_manager::runtime::kube_client::{self, ClientThrottle, Throttle};
-use cloud_controller_manager::runtime::leader::Fence;
+use cloud_controller_manager::manager::kube_client::{self, ClientThrottle, Throttle};
+use cloud_controller_manager::manager::leader::Fence;
 
 /// The limit in force after one request to the server `env` runs.
 async fn decided(env: &TestEnv, throttle: Arc<ClientThrottle>) -> Throttle {

@@ -272,13 +272,13 @@ async fn readyz_answers_in_time_while_a_hung_provider_holds_every_slot() {
     .await;
     h.fake.set_latency(ccm_fake_provider::Target::All, hang);
     // A verdict from before the hang may be reused for this long.
-    tokio::time::sleep(cloud_controller_manager::runtime::admin::PROVIDER_CHECK_REUSE).await;
+    tokio::time::sleep(cloud_controller_manager::manager::admin::PROVIDER_CHECK_REUSE).await;
 
     let started = std::time::Instant::now();
     let body = admin_get(port, "/readyz").await.unwrap();
     let took = started.elapsed();
     assert!(
-        took < cloud_controller_manager::runtime::admin::READYZ_PROBE_DEADLINE
+        took < cloud_controller_manager::manager::admin::READYZ_PROBE_DEADLINE
             + std::time::Duration::from_millis(500),
         "/readyz took {took:?}"
     );

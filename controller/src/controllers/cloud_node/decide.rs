@@ -1,5 +1,6 @@
-//! cloud-node-controller's decisions, without I/O: the initialisation patch
-//! of a tainted Node and the address list the provider's answer implies.
+//! cloud-node-controller's decisions, without I/O: what one reconcile of
+//! a Node does ([`plan`]), the initialisation patch of a tainted Node and
+//! the address list the provider's answer implies.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -47,6 +48,49 @@ fn is_reserved_label(key: &str) -> bool {
 /// upstream's `syncNode` computes it (providerID only if empty, GA and beta
 /// topology labels, filtered additional labels that never overwrite, taint
 /// removal).
+/// What one reconcile of a Node does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// A tainted Node this process initialised: the cache has not shown
+    /// our write yet (our writes come back through the watch after the
+    /// triggers they caused). Not work.
+    AlreadyInitialised,
+    /// Ask the provider about it, then [`init_changes`].
+    Initialise,
+    /// An initialised Node: add these GA labels (none: nothing to write).
+    FixLabels(BTreeMap<String, String>),
+}
+
+/// The plan for `node`; `initialised_by_us`: this process initialised it
+/// (by uid) and the cache has not shown it untainted since.
+pub fn plan(node: &Node, initialised_by_us: bool) -> Plan {
+    match (has_taint(node, UNINITIALIZED_TAINT), initialised_by_us) {
+        (true, true) => Plan::AlreadyInitialised,
+        (true, false) => Plan::Initialise,
+        (false, _) => Plan::FixLabels(ga_label_fixes(node)),
+    }
+}
+
+impl InitChanges {
+    /// The metadata+spec merge patch, conditional on `resource_version`:
+    /// if the kubelet (or anyone) changed the Node since, it fails with
+    /// 409 and the retry starts from the cache instead of overwriting
+    /// their taints.
+    pub fn patch(&self, resource_version: Option<&str>) -> serde_json::Value {
+        let mut spec = serde_json::json!({ "taints": self.taints });
+        if let Some(pid) = &self.provider_id {
+            spec["providerID"] = serde_json::json!(pid);
+        }
+        serde_json::json!({
+            "metadata": {
+                "resourceVersion": resource_version,
+                "labels": self.labels,
+            },
+            "spec": spec,
+        })
+    }
+}
+
 pub fn init_changes(node: &Node, meta: &proto::InstanceMetadata) -> Result<InitChanges, InitError> {
     let node_name = name(node).to_owned();
     let mut changes = InitChanges::default();
@@ -248,7 +292,33 @@ mod tests {
     }
 
     fn tainted(name: &str) -> Node {
-        crate::controllers::testing::tainted_node(name)
+        crate::testing::tainted_node(name)
+    }
+
+    #[test]
+    fn one_plan_per_reconcile() {
+        let n = tainted("n1");
+        assert_eq!(plan(&n, false), Plan::Initialise);
+        assert_eq!(
+            plan(&n, true),
+            Plan::AlreadyInitialised,
+            "our write not seen yet"
+        );
+        let mut done = n.clone();
+        done.spec.as_mut().unwrap().taints = None;
+        assert!(matches!(plan(&done, true), Plan::FixLabels(_)));
+    }
+
+    #[test]
+    fn the_init_patch_is_guarded_by_the_version_given() {
+        let changes = init_changes(&tainted("n1"), &meta()).unwrap();
+        let patch = changes.patch(Some("8"));
+        assert_eq!(patch["metadata"]["resourceVersion"], "8");
+        assert_eq!(patch["spec"]["providerID"], "fake://i-1");
+        assert_eq!(
+            patch["spec"]["taints"],
+            serde_json::json!([{"effect": "NoSchedule", "key": "dedicated"}])
+        );
     }
 
     fn meta() -> proto::InstanceMetadata {

@@ -10,10 +10,12 @@
 mod decide;
 
 use std::collections::HashSet;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::ClientError;
+use ccm_runtime::{Action, Reconcile, Singleton};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -24,12 +26,12 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use super::NodeEvents;
-use super::backoff::Backoff;
-use super::context::Context;
-use super::request_id;
-use super::workqueue::{self, Action};
+use crate::context::Context;
 use crate::k8s::{self, node};
-pub use decide::{InitChanges, InitError, desired_addresses, ga_label_fixes, init_changes};
+use crate::request_id;
+pub use decide::{
+    InitChanges, InitError, Plan, desired_addresses, ga_label_fixes, init_changes, plan,
+};
 
 /// Why one Node could not be synced; retried with the Node's backoff.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +62,6 @@ pub struct Settings {
 /// The controller's state.
 pub struct CloudNode {
     ctx: Arc<Context>,
-    backoff: Backoff,
     /// Uids of the Nodes this process initialised whose untainted state the
     /// cache has not shown yet. By uid: a Node deleted and re-created under
     /// the same name is new work, however soon it comes back.
@@ -71,7 +72,6 @@ impl CloudNode {
     pub fn new(ctx: Arc<Context>) -> Arc<Self> {
         Arc::new(CloudNode {
             ctx,
-            backoff: Backoff::default(),
             initialised: Mutex::default(),
         })
     }
@@ -205,20 +205,7 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
         Some(written) => written.metadata.resource_version,
         None => n.metadata.resource_version.clone(),
     };
-    let mut spec = json!({ "taints": changes.taints });
-    if let Some(pid) = &changes.provider_id {
-        spec["providerID"] = json!(pid);
-    }
-    // The resourceVersion makes the patch conditional: if the kubelet (or
-    // anyone) changed the Node since we read it, the patch fails with 409
-    // and we retry from the cache instead of overwriting their taints.
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": resource_version,
-            "labels": changes.labels,
-        },
-        "spec": spec,
-    });
+    let patch = changes.patch(resource_version.as_deref());
     let nodes = Api::<Node>::all(ctx.client.clone());
     k8s::write_unread(&nodes, "patch", |r| {
         r.patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
@@ -237,110 +224,110 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     Ok(())
 }
 
-async fn reconcile(n: Arc<Node>, state: Arc<CloudNode>) -> Action {
-    let started = std::time::Instant::now();
-    let result = request_id::scoped(request_id::node(&n), sync(&n, &state)).await;
-    state
-        .ctx
-        .metrics
-        .queues
-        .processed("Nodes", started.elapsed(), result.is_err());
-    result.unwrap_or_else(|e| error_policy(n, &e, state))
-}
-
 fn uid(n: &Node) -> &str {
     n.metadata.uid.as_deref().unwrap_or_default()
 }
 
-async fn sync(n: &Node, state: &CloudNode) -> Result<Action, Error> {
-    let ctx = &state.ctx;
-    let tainted = node::has_taint(n, node::UNINITIALIZED_TAINT);
-    {
-        // Our own writes come back through the watch after the triggers
-        // they caused: a tainted Node we already initialised is a stale
-        // cache entry, not work. Once the cache shows the untainted Node, the
-        // record goes; a taint added after that is new work.
-        let mut done = state.initialised.lock();
-        if done.contains(uid(n)) {
-            if tainted {
-                return Ok(Action::await_change());
-            }
-            done.remove(uid(n));
-        }
-    }
-    if tainted {
-        initialise(n, state).await?;
-    } else {
-        let fixes = ga_label_fixes(n);
-        if !fixes.is_empty() {
-            let nodes = Api::<Node>::all(ctx.client.clone());
-            let patch = json!({ "metadata": { "labels": fixes } });
-            k8s::write_unread(&nodes, "patch", |r| {
-                r.patch(node::name(n), &ctx.patch_params(), &Patch::Merge(patch))
-            })
-            .await?;
-        }
-    }
-    state.backoff.succeeded(node::name(n));
-    Ok(Action::await_change())
-}
+impl Reconcile for CloudNode {
+    type Key = ObjectRef<Node>;
+    type Object = Node;
+    type Error = Error;
 
-fn error_policy(n: Arc<Node>, err: &Error, state: Arc<CloudNode>) -> Action {
-    state.backoff.requeue(node::name(&n), err)
+    /// Executes [`decide::plan`].
+    async fn reconcile(&self, n: Arc<Node>) -> Result<Action, Error> {
+        let initialised_by_us = {
+            // Once the cache shows the untainted Node, the record goes; a
+            // taint added after that is new work.
+            let mut done = self.initialised.lock();
+            let ours = done.contains(uid(&n));
+            if ours && !node::has_taint(&n, node::UNINITIALIZED_TAINT) {
+                done.remove(uid(&n));
+            }
+            ours
+        };
+        match plan(&n, initialised_by_us) {
+            Plan::AlreadyInitialised => {}
+            Plan::Initialise => initialise(&n, self).await?,
+            Plan::FixLabels(fixes) if fixes.is_empty() => {}
+            Plan::FixLabels(fixes) => {
+                let ctx = &self.ctx;
+                let nodes = Api::<Node>::all(ctx.client.clone());
+                let patch = json!({ "metadata": { "labels": fixes } });
+                k8s::write_unread(&nodes, "patch", |r| {
+                    r.patch(node::name(&n), &ctx.patch_params(), &Patch::Merge(patch))
+                })
+                .await?;
+            }
+        }
+        Ok(Action::await_change())
+    }
+
+    fn request_id(&self, key: &Self::Key) -> Option<String> {
+        Some(request_id::node_named(&key.name))
+    }
 }
 
 /// Runs the controller until the process stops: initialisation of the
 /// Nodes `node_events` names, and the periodic address refresh.
 pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings) {
     let state = CloudNode::new(ctx.clone());
-    let initialise = workqueue::run(
-        "Nodes",
-        ctx.nodes.clone(),
-        node_events.map(|n| ObjectRef::from_obj(n.as_ref())),
-        futures::stream::empty(),
-        settings.workers.into(),
-        ctx.metrics.queues.clone(),
-        |n| reconcile(n, state.clone()),
-        workqueue::nothing_when_gone,
-    );
-    let refresh = refresh_addresses(
-        state.clone(),
-        settings.status_period,
-        settings.status_workers,
-    );
+    let initialise = super::runner(&ctx, state.clone(), "Nodes")
+        .store(ctx.nodes.clone())
+        .changes(node_events.map(|n| ObjectRef::from_obj(n.as_ref())))
+        .workers(settings.workers.into())
+        .run();
+    let nodes = ctx.nodes.clone();
+    let refresh = AddressRefresh {
+        state,
+        period: settings.status_period,
+        workers: settings.status_workers,
+    };
+    let refresh = super::runner(&ctx, Arc::new(refresh), "NodeAddresses")
+        .lookup(move |_| Some(Arc::new(nodes.state())))
+        .resyncs(futures::stream::once(async { ADDRESS_REFRESH }))
+        .run();
     futures::join!(initialise, refresh);
 }
 
+/// The address refresh's one key: a pass over every initialised Node.
+const ADDRESS_REFRESH: Singleton = Singleton("node-addresses");
+
 /// Refreshes initialised Nodes' addresses every `period`, measured from the
 /// end of the previous pass, as upstream's UpdateNodeStatus.
-/// Call once the node cache has synced.
-async fn refresh_addresses(state: Arc<CloudNode>, period: Duration, workers: usize) {
-    let ctx = state.ctx.clone();
-    loop {
-        let all = ctx.nodes.state();
+struct AddressRefresh {
+    state: Arc<CloudNode>,
+    period: Duration,
+    /// Nodes whose addresses are refreshed in parallel.
+    workers: usize,
+}
+
+impl Reconcile for AddressRefresh {
+    type Key = Singleton;
+    type Object = Vec<Arc<Node>>;
+    type Error = Infallible;
+
+    async fn reconcile(&self, all: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
+        let ctx = &self.state.ctx;
         // Records of Nodes deleted before the cache showed them untainted.
         let present: HashSet<&str> = all.iter().map(|n| uid(n)).collect();
-        state
+        self.state
             .initialised
             .lock()
             .retain(|u| present.contains(u.as_str()));
-        let nodes: Vec<Arc<Node>> = all
+        let nodes = all
             .iter()
-            .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT))
-            .cloned()
-            .collect();
+            .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT));
         futures::stream::iter(nodes)
-            .for_each_concurrent(workers.max(1), |n| {
-                let ctx = ctx.clone();
-                request_id::scoped(request_id::node(&n), async move {
-                    match ctx.provider.instance_metadata(node::node_ref(&n)).await {
+            .for_each_concurrent(self.workers.max(1), |n| {
+                request_id::scoped(request_id::node(n), async move {
+                    match ctx.provider.instance_metadata(node::node_ref(n)).await {
                         Ok(meta) => {
-                            if let Err(e) = patch_addresses(&ctx, &n, &meta.node_addresses).await {
-                                tracing::warn!(node = node::name(&n), error = %e, "updating node addresses");
+                            if let Err(e) = patch_addresses(ctx, n, &meta.node_addresses).await {
+                                tracing::warn!(node = node::name(n), error = %e, "updating node addresses");
                             }
                         }
                         Err(e) => tracing::warn!(
-                            node = node::name(&n),
+                            node = node::name(n),
                             error = %e,
                             "error getting instance metadata for node addresses"
                         ),
@@ -348,14 +335,19 @@ async fn refresh_addresses(state: Arc<CloudNode>, period: Duration, workers: usi
                 })
             })
             .await;
-        tokio::time::sleep(period).await;
+        Ok(Action::requeue(self.period))
+    }
+
+    /// Each Node's calls carry that Node's id.
+    fn request_id(&self, _: &Singleton) -> Option<String> {
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::*;
+    use crate::testing::*;
     use ccm_fake_provider::FakeConfig;
 
     fn tainted(name: &str) -> Node {
@@ -384,7 +376,7 @@ mod tests {
         let (client, api) = api();
         let n = tainted("n1");
         let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
-        sync(&n, &state).await.unwrap();
+        state.reconcile(Arc::new(n.clone())).await.unwrap();
 
         assert_eq!(
             api.writes(),
@@ -411,7 +403,7 @@ mod tests {
         assert_eq!(api.event_reasons(), ["Synced"]);
 
         // The cache still shows the tainted Node: no second initialisation.
-        sync(&n, &state).await.unwrap();
+        state.reconcile(Arc::new(n.clone())).await.unwrap();
         assert_eq!(api.writes().len(), 2);
     }
 
@@ -425,10 +417,10 @@ mod tests {
         let (client, api) = api();
         let n = tainted("ghost");
         let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
-        let err = sync(&n, &state).await.unwrap_err();
+        let err = state.reconcile(Arc::new(n.clone())).await.unwrap_err();
         assert!(matches!(err, Error::Metadata { .. }), "{err}");
         assert!(api.writes().is_empty(), "{:?}", api.writes());
-        let action = error_policy(Arc::new(n), &err, state.clone());
+        let action = state.error_policy(&ObjectRef::from_obj(&n), &err, 1);
         assert_eq!(action, Action::requeue(Duration::from_secs(1)));
     }
 }

@@ -1,5 +1,6 @@
-//! cloud-node-lifecycle-controller's decisions, without I/O: the taint list
-//! a Node should have given whether its instance is shut down.
+//! cloud-node-lifecycle-controller's decisions, without I/O: what a check
+//! of a Node does ([`plan`]), the taint list a Node should have given
+//! whether its instance is shut down, and whose instance it names.
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 
@@ -15,6 +16,28 @@ fn shutdown_taint() -> Taint {
 
 fn is_shutdown_taint(t: &Taint) -> bool {
     t.key == SHUTDOWN_TAINT && t.effect == "NoSchedule"
+}
+
+/// What one check of a Node does before any provider call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// A Ready Node costs no provider call: only its shutdown taint goes,
+    /// if it has one (`untaint`: the taints without it).
+    Ready { untaint: Option<Vec<Taint>> },
+    /// Not Ready: if its providerID is the provider's to judge, ask
+    /// whether its instance exists (delete only on NOT_EXISTS), then
+    /// whether it is shut down (taint it).
+    AskProvider,
+}
+
+pub fn plan(n: &Node) -> Plan {
+    if node::ready_status(n) == "True" {
+        Plan::Ready {
+            untaint: taints_for(n, false),
+        }
+    } else {
+        Plan::AskProvider
+    }
 }
 
 /// The Node's taints with the shutdown taint added or removed, or `None`
@@ -89,6 +112,31 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn only_a_node_that_is_not_ready_costs_a_provider_call() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        let mut n = with_taints(&["dedicated", SHUTDOWN_TAINT]);
+        assert_eq!(plan(&n), Plan::AskProvider, "no Ready condition");
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        let Plan::Ready {
+            untaint: Some(left),
+        } = plan(&n)
+        else {
+            panic!("{:?}", plan(&n));
+        };
+        assert_eq!(
+            left.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(),
+            ["dedicated"]
+        );
     }
 
     #[test]

@@ -11,10 +11,12 @@
 
 mod decide;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::{Existence, ShutdownState};
+use ccm_runtime::{Action, Reconcile, Singleton};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, Preconditions};
@@ -25,10 +27,10 @@ use std::collections::HashSet;
 
 use parking_lot::Mutex;
 
-use super::context::Context;
-use super::request_id;
+use crate::context::Context;
 use crate::k8s::{self, node};
-pub use decide::{Ownership, ownership, taints_for};
+use crate::request_id;
+pub use decide::{Ownership, Plan, ownership, plan, taints_for};
 
 /// The controller's state.
 pub struct Lifecycle {
@@ -131,9 +133,8 @@ async fn delete(ctx: &Context, n: &Node) {
 pub async fn check(state: &Lifecycle, n: &Node) {
     let ctx = &state.ctx;
     let name = node::name(n);
-    if node::ready_status(n) == "True" {
-        // Ready nodes never cost a provider call.
-        if let Some(taints) = taints_for(n, false)
+    if let Plan::Ready { untaint } = plan(n) {
+        if let Some(taints) = untaint
             && let Err(e) = set_taints(ctx, n, taints).await
         {
             tracing::warn!(node = name, error = %e, "removing shutdown taint");
@@ -164,22 +165,54 @@ pub async fn check(state: &Lifecycle, n: &Node) {
     }
 }
 
+/// The controller's one key: a pass over every Node.
+const PASS: Singleton = Singleton("node-lifecycle");
+
+/// Passes of [`check`] over every Node, serially, each `period` after the
+/// previous one ended. A check logs what went wrong and waits for the next
+/// pass: nothing is retried sooner, and nothing is deleted on an error.
+struct Passes {
+    lifecycle: Lifecycle,
+    period: Duration,
+}
+
+impl Reconcile for Passes {
+    type Key = Singleton;
+    type Object = Vec<Arc<Node>>;
+    type Error = Infallible;
+
+    async fn reconcile(&self, nodes: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
+        for n in nodes.iter() {
+            request_id::scoped(request_id::node(n), check(&self.lifecycle, n)).await;
+        }
+        Ok(Action::requeue(self.period))
+    }
+
+    /// Each Node's check carries that Node's id.
+    fn request_id(&self, _: &Singleton) -> Option<String> {
+        None
+    }
+}
+
 /// Checks every Node, serially, every `period` measured from the end of the
 /// previous pass.
 pub async fn run(ctx: Arc<Context>, period: Duration) {
-    let state = Lifecycle::new(ctx);
-    loop {
-        for n in state.ctx.nodes.state() {
-            request_id::scoped(request_id::node(&n), check(&state, &n)).await;
-        }
-        tokio::time::sleep(period).await;
-    }
+    let passes = Passes {
+        lifecycle: Lifecycle::new(ctx.clone()),
+        period,
+    };
+    let nodes = ctx.nodes.clone();
+    super::runner(&ctx, Arc::new(passes), "NodeLifecycle")
+        .lookup(move |_| Some(Arc::new(nodes.state())))
+        .resyncs(futures::stream::once(async { PASS }))
+        .run()
+        .await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::*;
+    use crate::testing::*;
     use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeConfig, InstanceSpec, Method};
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use kube::api::ObjectMeta;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccm_provider_sdk::proto::{self, Capability};
+use ccm_runtime::{Action, KeyName, Reconcile};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -24,9 +25,9 @@ mod decide;
 
 use decide::{Addresses, Cidr, Plan, RouteNode};
 
-use super::context::Context;
-use super::request_id;
+use crate::context::Context;
 use crate::k8s::{self, node};
+use crate::request_id;
 
 /// Cloud route operations in flight at most, as upstream.
 const MAX_IN_FLIGHT: usize = 200;
@@ -54,18 +55,8 @@ impl Routes {
 
     /// One reconcile. `list`: ask the provider for its routes first (a
     /// full reconcile); otherwise use the last listing.
-    async fn reconcile(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
+    async fn sync(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
         self.ctx.metrics.route_syncs.inc();
-        let started = Instant::now();
-        let result = self.reconcile_once(list).await;
-        self.ctx
-            .metrics
-            .queues
-            .processed("Routes", started.elapsed(), result.is_err());
-        result
-    }
-
-    async fn reconcile_once(&self, list: bool) -> Result<(), ccm_provider_sdk::ClientError> {
         let mut known = self.known.lock().await;
         if list || known.is_none() {
             let listing = self.ctx.provider.list_routes(&self.ctx.cluster_name);
@@ -213,6 +204,51 @@ impl Routes {
     }
 }
 
+/// A pass over the whole node set: the queue's keys (one worker, so one
+/// pass at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pass {
+    /// Every `--route-reconciliation-period`: ListRoutes first.
+    Full,
+    /// After Node changes: against the last listing.
+    NodesChanged,
+}
+
+impl KeyName for Pass {
+    fn key_name(&self) -> String {
+        match self {
+            Pass::Full => "routes".into(),
+            Pass::NodesChanged => "routes-after-node-changes".into(),
+        }
+    }
+}
+
+impl Reconcile for Routes {
+    type Key = Pass;
+    type Object = Pass;
+    type Error = ccm_provider_sdk::ClientError;
+
+    async fn reconcile(&self, pass: Arc<Pass>) -> Result<Action, Self::Error> {
+        self.sync(*pass == Pass::Full).await?;
+        Ok(Action::await_change())
+    }
+
+    /// No retry: the next full pass comes with the period.
+    fn error_policy(&self, pass: &Pass, e: &Self::Error, _failures: u32) -> Action {
+        match pass {
+            Pass::Full => tracing::warn!(error = %e, "error listing routes; retrying next period"),
+            Pass::NodesChanged => tracing::warn!(error = %e, "error listing routes"),
+        }
+        Action::await_change()
+    }
+
+    /// Each route call carries its route's or Node's id; the listing
+    /// carries `routes/<cluster>`.
+    fn request_id(&self, _: &Pass) -> Option<String> {
+        None
+    }
+}
+
 /// Runs the controller until the process stops. Call once the node cache
 /// has synced.
 pub async fn run(
@@ -229,46 +265,38 @@ pub async fn run(
         Err(_) => Addresses::Ignored,
     };
     let routes = Routes {
-        ctx,
+        ctx: ctx.clone(),
         cluster,
         addresses,
         known: tokio::sync::Mutex::new(None),
     };
-    node_changes.mark_unchanged();
-    let mut next_full = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(next_full) => {
-                next_full += period;
-                if let Err(e) = routes.reconcile(true).await {
-                    tracing::warn!(error = %e, "error listing routes; retrying next period");
-                }
-                // The full reconcile saw every change so far.
-                node_changes.mark_unchanged();
-            }
-            changed = node_changes.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                tokio::time::sleep(CHANGE_COALESCE).await;
-                node_changes.mark_unchanged();
-                if let Err(e) = routes.reconcile(false).await {
-                    tracing::warn!(error = %e, "error listing routes");
-                }
-            }
-        }
-        // A reconcile longer than the period does not queue up missed ones.
+    // Start to start. A pass longer than the period does not queue up
+    // missed ones: the key is in progress, so it goes round once more.
+    let full = futures::stream::unfold(tokio::time::Instant::now(), move |next| async move {
+        tokio::time::sleep_until(next).await;
         let now = tokio::time::Instant::now();
-        if next_full < now {
-            next_full = now;
-        }
-    }
+        Some((Pass::Full, (next + period).max(now)))
+    });
+    node_changes.mark_unchanged();
+    // The watch's end (sender dropped) ends the controller.
+    let changed = futures::stream::unfold(node_changes, |mut changes| async move {
+        changes.changed().await.ok()?;
+        tokio::time::sleep(CHANGE_COALESCE).await;
+        changes.mark_unchanged();
+        Some((Pass::NodesChanged, changes))
+    });
+    super::runner(&ctx, Arc::new(routes), "Routes")
+        .lookup(|pass| Some(Arc::new(*pass)))
+        .changes(changed)
+        .resyncs(full)
+        .run()
+        .await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::*;
+    use crate::testing::*;
     use ccm_fake_provider::FakeConfig;
     use ccm_fake_provider::Method;
     use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
@@ -333,11 +361,11 @@ mod tests {
             addresses: Addresses::UpdateInPlace,
             known: tokio::sync::Mutex::new(None),
         };
-        routes.reconcile(true).await.unwrap();
+        routes.sync(true).await.unwrap();
         assert_eq!(route_calls(&provider), (0, 2), "converged: two creates");
         for _ in 0..3 {
-            routes.reconcile(true).await.unwrap();
-            routes.reconcile(false).await.unwrap();
+            routes.sync(true).await.unwrap();
+            routes.sync(false).await.unwrap();
         }
         assert_eq!(
             route_calls(&provider),
@@ -370,17 +398,17 @@ mod tests {
                     known: tokio::sync::Mutex::new(None),
                 }
             };
-            routes_for("10.0.0.1").reconcile(true).await.unwrap();
+            routes_for("10.0.0.1").sync(true).await.unwrap();
             provider.fake.clear_calls();
             let moved = routes_for("10.0.0.9");
-            moved.reconcile(true).await.unwrap();
+            moved.sync(true).await.unwrap();
             assert_eq!(route_calls(&provider), want, "{mode:?}");
             let cloud = provider.fake.dump().routes;
             assert_eq!(cloud.len(), 1, "{mode:?}: {cloud:?}");
             assert_eq!(cloud[0].target_node_addresses[0].address, "10.0.0.9");
             // The listing now matches: nothing more to do.
             provider.fake.clear_calls();
-            moved.reconcile(true).await.unwrap();
+            moved.sync(true).await.unwrap();
             assert_eq!(route_calls(&provider), (0, 0), "{mode:?}");
         }
     }
@@ -401,7 +429,7 @@ mod tests {
             addresses: Addresses::Ignored,
             known: tokio::sync::Mutex::new(None),
         };
-        routes.reconcile(true).await.unwrap();
+        routes.sync(true).await.unwrap();
 
         let mut cloud: Vec<(String, String)> = provider
             .fake
@@ -432,7 +460,7 @@ mod tests {
         assert_eq!(condition["status"], "False");
 
         // A second pass against the last listing creates nothing more.
-        routes.reconcile(false).await.unwrap();
+        routes.sync(false).await.unwrap();
         assert_eq!(
             provider
                 .fake

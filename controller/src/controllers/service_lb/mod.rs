@@ -42,10 +42,10 @@ mod orphans;
 mod retry;
 mod status;
 
-use super::backoff::Backoff;
-use super::context::Context;
-use super::request_id;
-use super::workqueue::{self, Action};
+use crate::context::Context;
+use crate::request_id;
+use ccm_runtime::Action;
+use ccm_runtime::backoff::Backoff;
 use decide::{Record, Retry, Step};
 use delete::vanished;
 pub use error::SyncError;
@@ -307,16 +307,18 @@ pub async fn run(
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = workqueue::run(
+    let (reconciling, vanishing) = (lb.clone(), lb.clone());
+    let controller = ccm_runtime::controller::legacy(
         "service",
-        store.clone(),
-        crate::k8s::references(services, "services"),
-        resync_requests,
-        workers.into(),
         lb.ctx.metrics.queues.clone(),
-        |svc| reconcile(svc, lb.clone()),
-        |key| vanished(key, lb.clone()),
-    );
+        move |svc| reconcile(svc, reconciling.clone()),
+        move |key| vanished(key, vanishing.clone()),
+    )
+    .store(store.clone())
+    .changes(crate::k8s::references(services, "services"))
+    .resyncs(resync_requests)
+    .workers(workers.into())
+    .run();
     tokio::join!(controller, backends, sweeper);
 }
 

@@ -17,7 +17,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
 use super::{Lb, decide};
-use crate::runtime::metrics::SweepLabels;
+use crate::manager::metrics::SweepLabels;
 
 /// How often the records of Services that vanished without a reconciled
 /// delete (finalizer removed by hand, deleted while we were down) are
@@ -141,7 +141,7 @@ mod tests {
     use tonic::{Request, Response, Status};
 
     use super::super::Lb;
-    use crate::controllers::testing::{accepting_api, context_over};
+    use crate::testing::{accepting_api, context_over};
 
     /// A provider on the raw generated traits whose listing ends after
     /// `pages` pages, or never (each page naming a fresh next page), and

@@ -6,7 +6,7 @@ use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::controllers::testing::*;
+use crate::testing::*;
 
 /// A node generation that never moves: these tests never change nodes.
 fn unchanging() -> tokio::sync::watch::Receiver<u64> {

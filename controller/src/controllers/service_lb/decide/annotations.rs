@@ -66,7 +66,7 @@ pub(super) fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     #[test]
     fn unknown_annotation_keys_get_the_closest_known_key() {

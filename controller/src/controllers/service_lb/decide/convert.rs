@@ -306,7 +306,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ServiceSpec, ServiceStatus};
 
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     #[test]
     fn source_ranges_are_strict_and_name_the_entry() {

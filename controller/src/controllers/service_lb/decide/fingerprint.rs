@@ -46,7 +46,7 @@ pub fn fingerprint(svc: &Service) -> u64 {
 mod tests {
     use super::*;
     use crate::controllers::service_lb::decide::FINALIZER;
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     #[test]
     fn fingerprint_follows_upstream_needs_update() {

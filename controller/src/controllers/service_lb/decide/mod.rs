@@ -97,7 +97,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     #[test]
     fn which_services_want_a_load_balancer() {

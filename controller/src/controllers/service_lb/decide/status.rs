@@ -171,7 +171,7 @@ pub fn condition_removal() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::lb_service;
+    use crate::testing::lb_service;
 
     #[test]
     fn ingress_round_trips_and_compares_like_upstream() {

@@ -8,7 +8,7 @@ use kube::runtime::events::EventType;
 
 use super::*;
 use crate::controllers::service_lb::decide::{CONDITION, Reason};
-use crate::controllers::testing::lb_service;
+use crate::testing::lb_service;
 
 fn t0() -> Time {
     Time(Default::default())

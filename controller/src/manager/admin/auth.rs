@@ -691,8 +691,8 @@ mod tests {
     async fn unserved_paths_are_not_reviewed() {
         use tower::ServiceExt;
         let reviews = Arc::new(FakeReviews::default());
-        let app = crate::runtime::admin::secure_router(
-            Arc::new(crate::runtime::admin::Health::for_tests()),
+        let app = crate::manager::admin::secure_router(
+            Arc::new(crate::manager::admin::Health::for_tests()),
             Arc::new(gate(reviews.clone(), Duration::from_secs(10))),
         );
         for (i, auth) in [None, Some("Bearer bogus"), Some("Bearer reader-token")]

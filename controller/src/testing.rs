@@ -14,8 +14,8 @@ use kube::runtime::watcher;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::context::Context;
-use crate::runtime::metrics::ControllerMetrics;
+use crate::context::Context;
+use crate::manager::metrics::ControllerMetrics;
 
 /// One request the controller sent to the API server.
 #[derive(Debug, Clone)]
@@ -168,7 +168,7 @@ pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) 
         "kubernetes".into(),
         "test-controller",
         ControllerMetrics::register(&mut registry),
-        super::events::Delivery::Inline,
+        ccm_runtime::events::Delivery::Inline,
     )
 }
 

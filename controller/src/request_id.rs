@@ -10,6 +10,8 @@
 
 use std::future::Future;
 
+use futures::future::BoxFuture;
+
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, Service};
 use kube::ResourceExt;
 use tracing::Instrument;
@@ -36,7 +38,11 @@ pub fn node_named(name: &str) -> String {
 }
 
 pub fn volume(pv: &PersistentVolume) -> String {
-    format!("persistentvolume/{}", pv.name_any())
+    volume_named(&pv.name_any())
+}
+
+pub fn volume_named(name: &str) -> String {
+    format!("persistentvolume/{name}")
 }
 
 pub fn route(name: &str) -> String {
@@ -45,6 +51,16 @@ pub fn route(name: &str) -> String {
 
 pub fn routes(cluster: &str) -> String {
     format!("routes/{cluster}")
+}
+
+/// The controllers' [`ccm_runtime::Scope`]: [`scoped`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProviderScope;
+
+impl ccm_runtime::Scope for ProviderScope {
+    fn scoped<'a>(&self, id: String, work: BoxFuture<'a, ()>) -> BoxFuture<'a, ()> {
+        Box::pin(scoped(id, work))
+    }
 }
 
 /// Runs `work` with its provider calls carrying `id` and one W3C trace id

@@ -9,13 +9,13 @@
 //! ```
 
 pub mod admin;
-pub mod dry_run;
-pub mod kube_client;
 pub mod leader;
 pub mod metrics;
 pub mod node_watch;
 pub mod startup;
-pub mod supervisor;
+
+// The generic pieces live in the runtime crate; named here as before.
+pub use ccm_runtime::{dry_run, kube_client, supervisor};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -112,7 +112,7 @@ impl Manager {
             kube_client::client(config.clone(), ClientThrottle::off(), Fence::open(), None)?;
         let client = kube_client::client(config, throttle.clone(), fence.clone(), dry_run.clone())?;
         let gate: Arc<dyn ccm_provider_sdk::client::MutationGate> = match &dry_run {
-            Some(d) => Arc::new(dry_run::DryRunGate(d.clone())),
+            Some(d) => Arc::new(DryRunGate(d.clone())),
             None => Arc::new(fence),
         };
         let provider = startup::provider_client(
@@ -317,6 +317,25 @@ impl Manager {
         #[cfg(feature = "fault-injection")]
         let task = faults::maybe_panic(c, self.opts.faults.inject_panic, task);
         supervisor.spawn(c.canonical(), task);
+    }
+}
+
+/// Holds back every provider mutation, counting it.
+#[derive(Clone, Debug)]
+pub struct DryRunGate(pub dry_run::DryRun);
+
+impl ccm_provider_sdk::client::MutationGate for DryRunGate {
+    fn allows_mutations(&self) -> bool {
+        false
+    }
+
+    fn refused(&self, method: &'static str) {
+        tracing::info!(method, "dry run: provider mutation not sent");
+        self.0.count("provider", method.to_owned());
+    }
+
+    fn why_closed(&self) -> &'static str {
+        "dry run: --dry-run-writes"
     }
 }
 

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use kube::client::ClientBuilder;
 
-use super::leader::Fence;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 #[derive(Debug)]
@@ -312,11 +311,29 @@ pub struct NotLeader {
     path: String,
 }
 
+/// Whether this process may write now: leader election's fence.
+pub trait WriteFence: Clone + Send + Sync + 'static {
+    fn allows_writes(&self) -> bool;
+}
+
+/// A fence that is always open (no leader election).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Open;
+
+impl WriteFence for Open {
+    fn allows_writes(&self) -> bool {
+        true
+    }
+}
+
 /// Refuses every request but reads (GET) while the fence is closed: the
 /// one place Kubernetes writes are fenced by leader election.
-impl RequestCheck for Fence {
+#[derive(Debug, Clone)]
+pub struct Fenced<F>(pub F);
+
+impl<F: WriteFence> RequestCheck for Fenced<F> {
     fn check(&self, req: KubeRequest) -> Result<KubeRequest, BoxError> {
-        if req.method() != http::Method::GET && !self.allows_writes() {
+        if req.method() != http::Method::GET && !self.0.allows_writes() {
             return Err(NotLeader {
                 method: req.method().clone(),
                 path: req.uri().path().to_owned(),
@@ -332,10 +349,11 @@ impl RequestCheck for Fence {
 pub fn client(
     config: kube::Config,
     throttle: Arc<ClientThrottle>,
-    fence: Fence,
+    fence: impl WriteFence,
     dry_run: Option<super::dry_run::DryRun>,
 ) -> Result<kube::Client, kube::Error> {
-    let builder = ClientBuilder::try_from(config)?.with_layer(&CheckLayer((fence, dry_run)));
+    let builder =
+        ClientBuilder::try_from(config)?.with_layer(&CheckLayer((Fenced(fence), dry_run)));
     if throttle.current() == Throttle::Off && !throttle.follows_server() {
         return Ok(builder.build());
     }

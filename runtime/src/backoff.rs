@@ -1,37 +1,37 @@
-//! Exponential backoff per object key, reset on success.
+//! Exponential backoff per key with its own failure map, reset on success:
+//! the retry state of a controller not yet written against
+//! [`crate::Reconcile`] (service-lb). A [`crate::Reconcile`] keeps its
+//! retries in the queue instead ([`crate::RetryPolicy`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-/// Nodes use 1 s doubling to 5 min: upstream starts at 5 ms and caps at
-/// 1000 s, but a cloud that failed once rarely answers 5 ms later, and 16
-/// minutes is too long to wait for a node that could be initialised.
-/// Services use upstream's 5 s to 5 min.
+use crate::controller::{Action, RetryPolicy};
+
+/// [`RetryPolicy`] with a failure count per key.
 pub struct Backoff {
-    base: Duration,
-    max: Duration,
+    policy: RetryPolicy,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff::new(Duration::from_secs(1), Duration::from_secs(300))
+        Backoff::new(RetryPolicy::NODES.base, RetryPolicy::NODES.max)
     }
 }
 
 impl Backoff {
     pub fn new(base: Duration, max: Duration) -> Self {
         Backoff {
-            base,
-            max,
+            policy: RetryPolicy::new(base, max),
             failures: Mutex::default(),
         }
     }
 
     pub fn max(&self) -> Duration {
-        self.max
+        self.policy.max
     }
 
     /// Records a failure of `key`; returns how long to wait before the next
@@ -39,9 +39,8 @@ impl Backoff {
     pub fn failed(&self, key: &str) -> Duration {
         let mut f = self.failures.lock();
         let n = f.entry(key.to_owned()).or_insert(0);
-        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
         *n = n.saturating_add(1);
-        delay
+        self.policy.delay(*n)
     }
 
     pub fn succeeded(&self, key: &str) {
@@ -49,10 +48,10 @@ impl Backoff {
     }
 
     /// Requeues `key` after its backoff, logging why.
-    pub fn requeue(&self, key: &str, err: &dyn std::fmt::Display) -> super::workqueue::Action {
+    pub fn requeue(&self, key: &str, err: &dyn std::fmt::Display) -> Action {
         let delay = self.failed(key);
         tracing::warn!(key, error = %err, retry_in = ?delay, "error syncing; requeuing");
-        super::workqueue::Action::requeue(delay)
+        Action::requeue(delay)
     }
 }
 

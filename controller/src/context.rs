@@ -9,11 +9,11 @@ use ccm_provider_sdk::ProviderClient;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType, Reporter};
 
-use super::events::{self, Delivery, EventSink, Recorder};
+use ccm_runtime::events::{self, Delivery, EventSink, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
-use crate::runtime::metrics::ControllerMetrics;
+use crate::manager::metrics::ControllerMetrics;
 
 /// Settings and clients of one running controller.
 pub struct Context {

@@ -127,6 +127,13 @@ pub struct Health {
     provider_serving: Recent<(StatusCode, String)>,
 }
 
+/// A supervised task that stopped turns its `/healthz` check red.
+impl ccm_runtime::supervisor::TaskHealth for Health {
+    fn mark_failed(&self, task: &str) {
+        Health::mark_failed(self, task);
+    }
+}
+
 impl Health {
     pub fn new(
         leader: Option<(Fence, Mutex<bool>)>,
@@ -400,8 +407,8 @@ mod tests {
     /// cost the provider a `Probe`.
     #[tokio::test]
     async fn concurrent_readyz_requests_share_one_probe() {
-        let provider = crate::controllers::testing::fake_provider(Default::default());
-        crate::controllers::testing::ready(&provider).await;
+        let provider = crate::testing::fake_provider(Default::default());
+        crate::testing::ready(&provider).await;
         provider.fake.clear_calls();
         let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
         let app = router(Arc::new(Health {
@@ -428,8 +435,8 @@ mod tests {
     /// requests given up on one after another still share one Probe.
     #[tokio::test]
     async fn abandoned_readyz_requests_do_not_restart_the_probe() {
-        let provider = crate::controllers::testing::fake_provider(Default::default());
-        crate::controllers::testing::ready(&provider).await;
+        let provider = crate::testing::fake_provider(Default::default());
+        crate::testing::ready(&provider).await;
         provider.fake.clear_calls();
         provider
             .fake
@@ -457,8 +464,8 @@ mod tests {
     /// once the reuse time has passed.
     #[tokio::test]
     async fn readyz_sees_a_change_once_the_answer_is_stale() {
-        let provider = crate::controllers::testing::fake_provider(Default::default());
-        crate::controllers::testing::ready(&provider).await;
+        let provider = crate::testing::fake_provider(Default::default());
+        crate::testing::ready(&provider).await;
         let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
         let reuse = Duration::from_millis(200);
         let app = router(Arc::new(Health {
@@ -554,12 +561,12 @@ mod tests {
         assert!(body.contains("[+] cloud-node-controller ok"), "{body}");
 
         let h = health(Some((
-            crate::runtime::leader::Fence::open(),
+            crate::manager::leader::Fence::open(),
             Mutex::new(false),
         )));
         assert_eq!(h.checks()[0], ("leaderElection".to_owned(), true));
         // A leader whose fence is closed (a renewal missed the deadline).
-        let closed = crate::runtime::leader::tests_support::closed_fence();
+        let closed = crate::manager::leader::tests_support::closed_fence();
         let h = health(Some((closed, Mutex::new(true))));
         let (code, body) = report(&h.checks(), "healthz");
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);

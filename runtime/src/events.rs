@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
-use crate::k8s;
+use crate::watch::write_unread;
 
 /// Events waiting to be written, per controller (client-go's
 /// `maxQueuedEvents`).
@@ -42,7 +42,7 @@ pub enum Delivery {
     /// `--dry-run-writes`: logged and counted, never published (a dry-run
     /// create would leave the recorder patching an Event that was never
     /// stored).
-    DryRun(crate::runtime::dry_run::DryRun),
+    DryRun(crate::dry_run::DryRun),
 }
 
 /// Where a controller sends its Events.
@@ -59,7 +59,7 @@ enum Inner {
         overflowing: Arc<AtomicBool>,
     },
     Inline(Box<Recorder>),
-    DryRun(crate::runtime::dry_run::DryRun),
+    DryRun(crate::dry_run::DryRun),
 }
 
 impl EventSink {
@@ -173,7 +173,7 @@ impl Recorder {
             let patch = serde_json::json!({
                 "series": { "count": count, "lastObservedTime": MicroTime(now) }
             });
-            let patched = k8s::write_unread(&events, "patch", |r| {
+            let patched = write_unread(&events, "patch", |r| {
                 r.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             })
             .await;
@@ -191,7 +191,7 @@ impl Recorder {
         let created = self.new_event(event, regarding, now);
         let name = created.metadata.name.clone().unwrap_or_default();
         let body = serde_json::to_vec(&created).map_err(kube::Error::SerdeError)?;
-        k8s::write_unread(&events, "create", |r| {
+        write_unread(&events, "create", |r| {
             r.create(&PostParams::default(), body)
         })
         .await?;

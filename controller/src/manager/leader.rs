@@ -52,6 +52,13 @@ struct FenceState {
     closed: Notify,
 }
 
+/// The kube client's write fence ([`ccm_runtime::kube_client::Fenced`]).
+impl ccm_runtime::kube_client::WriteFence for Fence {
+    fn allows_writes(&self) -> bool {
+        Fence::allows_writes(self)
+    }
+}
+
 impl Fence {
     /// No leader election: always open.
     pub fn open() -> Fence {

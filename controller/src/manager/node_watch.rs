@@ -1,4 +1,4 @@
-//! The one Node watch every controller shares, driven by the runtime.
+//! The one Node watch every controller shares, driven by the manager.
 //!
 //! `managedFields` and `status.images` are stripped (they are most of a
 //! Node's size and no controller reads them). The watch fills one store;

@@ -1,6 +1,6 @@
-//! Supervision of the long-running tasks (the Node watch and every
-//! controller). Each runs until the process stops, so a task that returns
-//! or panics is a failure: its `/healthz` check turns red and the manager
+//! Supervision of the long-running tasks (watches and controllers). Each
+//! runs until the process stops, so a task that returns or panics is a
+//! failure: its health check turns red ([`TaskHealth`]) and the manager
 //! stops with an error, and the kubelet restarts the container. Restarting
 //! the task in place was the alternative; it was not taken because a panic
 //! leaves a controller's in-memory state (records, backoffs, locks) in an
@@ -13,7 +13,10 @@ use std::sync::Arc;
 
 use tokio::task::{AbortHandle, Id, JoinSet};
 
-use super::admin::Health;
+/// Where a failed task is reported (the controller's `/healthz`).
+pub trait TaskHealth: Send + Sync + 'static {
+    fn mark_failed(&self, task: &str);
+}
 
 /// A supervised task stopped.
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +29,11 @@ pub struct TaskFailed {
 pub struct Supervisor {
     tasks: JoinSet<()>,
     names: HashMap<Id, (&'static str, AbortHandle)>,
-    health: Arc<Health>,
+    health: Arc<dyn TaskHealth>,
 }
 
 impl Supervisor {
-    pub fn new(health: Arc<Health>) -> Self {
+    pub fn new(health: Arc<dyn TaskHealth>) -> Self {
         Supervisor {
             tasks: JoinSet::new(),
             names: HashMap::new(),
@@ -60,7 +63,7 @@ impl Supervisor {
         true
     }
 
-    /// Waits for the first task to stop, marks it failed in `/healthz`, and
+    /// Waits for the first task to stop, marks it failed, and
     /// says why. Never resolves while every task runs (nor with no task).
     pub async fn failure(&mut self) -> TaskFailed {
         loop {
@@ -103,13 +106,28 @@ impl Supervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parking_lot::Mutex;
     use std::time::Duration;
+
+    /// The tasks marked failed, in order.
+    #[derive(Default)]
+    struct Health(Mutex<Vec<String>>);
+
+    impl Health {
+        fn for_tests() -> Self {
+            Health::default()
+        }
+    }
+
+    impl TaskHealth for Health {
+        fn mark_failed(&self, task: &str) {
+            self.0.lock().push(task.to_owned());
+        }
+    }
 
     #[tokio::test]
     async fn a_panicking_task_is_reported_and_fails_healthz() {
         let health = Arc::new(Health::for_tests());
-        health.add_controller("steady");
-        health.add_controller("crashing");
         let mut s = Supervisor::new(health.clone());
         s.spawn("steady", std::future::pending());
         s.spawn("crashing", async {
@@ -121,10 +139,7 @@ mod tests {
             .expect("the panic is noticed");
         assert_eq!(failed.task, "crashing");
         assert_eq!(failed.cause, "it panicked: boom");
-        assert_eq!(
-            health.checks(),
-            vec![("steady".to_owned(), true), ("crashing".to_owned(), false)]
-        );
+        assert_eq!(*health.0.lock(), ["crashing"]);
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! The controllers' work queue and the workers that drain it.
+//! The work queue of every controller (the [`crate::controller`] runner
+//! drains it).
 //!
 //! Upstream's workqueue semantics (one entry per key however often it is
 //! added, never two workers on one key, a key changed while it is being
@@ -13,22 +14,18 @@
 //! kube-runtime's `Controller` schedules through a timer wheel and a hash
 //! set, which serves a burst in no particular order (measured: the first
 //! quarter of a 1,000-Service burst waited longest); this replaces it for
-//! every controller that reconciles objects.
+//! every controller (docs/architecture.md: what belongs upstream).
+//!
+//! The queue is also the single retry state of a key: how many times in a
+//! row it failed ([`WorkQueue::failed`]), forgotten on success.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::future::Future;
 use std::hash::Hash;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
-use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use crate::runtime::metrics::QueueMetrics;
 
 /// How long a due retry or resync may wait behind fresh work before it
 /// goes first.
@@ -53,6 +50,11 @@ impl Action {
         Action {
             requeue_after: None,
         }
+    }
+
+    /// When to run again unless the object changes first.
+    pub const fn requeue_after(&self) -> Option<Duration> {
+        self.requeue_after
     }
 }
 
@@ -87,6 +89,8 @@ struct Queue<K> {
     timers: BTreeMap<(Instant, u64), K>,
     timer_of: HashMap<K, (Instant, u64)>,
     next_generation: u64,
+    /// Failures in a row, per key: the retry state.
+    failures: HashMap<K, u32>,
 }
 
 impl<K> Default for Queue<K> {
@@ -100,6 +104,7 @@ impl<K> Default for Queue<K> {
             timers: BTreeMap::new(),
             timer_of: HashMap::new(),
             next_generation: 0,
+            failures: HashMap::new(),
         }
     }
 }
@@ -280,6 +285,20 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         self.queue.lock().depth()
     }
 
+    /// `key` failed once more; returns its failures in a row (1 for the
+    /// first).
+    pub fn failed(&self, key: &K) -> u32 {
+        let mut q = self.queue.lock();
+        let n = q.failures.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// `key` succeeded: its next failure is a first one again.
+    pub fn succeeded(&self, key: &K) {
+        self.queue.lock().failures.remove(key);
+    }
+
     /// Waits for the next key; returns it and how long it waited.
     pub async fn next(&self) -> (K, Duration) {
         loop {
@@ -311,75 +330,10 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 }
 
-/// For [`run`]'s `gone`: nothing to do for an object the store no longer
-/// has.
-pub fn nothing_when_gone<K: Resource>(_: ObjectRef<K>) -> std::future::Ready<Action> {
-    std::future::ready(Action::await_change())
-}
-
-/// Reconciles the objects of `store` with `workers` in parallel until
-/// `changes` ends: each reference `changes` yields goes to the fresh lane,
-/// each one `resyncs` yields to the background lane, and what
-/// `reconcile` returns schedules the next run. For a key whose object the
-/// store no longer has when its turn comes (it was deleted), `gone` runs
-/// instead, under the same one-worker-per-key rule. `queue` names the
-/// workqueue metrics.
-#[allow(clippy::too_many_arguments)]
-pub async fn run<K, F, Fut, G, GFut>(
-    queue: &'static str,
-    store: Store<K>,
-    changes: impl Stream<Item = ObjectRef<K>>,
-    resyncs: impl Stream<Item = ObjectRef<K>>,
-    workers: usize,
-    metrics: QueueMetrics,
-    reconcile: F,
-    gone: G,
-) where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    F: Fn(Arc<K>) -> Fut,
-    Fut: Future<Output = Action>,
-    G: Fn(ObjectRef<K>) -> GFut,
-    GFut: Future<Output = Action>,
-{
-    let work = WorkQueue::<ObjectRef<K>>::default();
-    let feed = async {
-        let changes = changes.map(|r| (r, Lane::Fresh));
-        let resyncs = resyncs.map(|r| (r, Lane::Background));
-        // The watch's end ends the controller (the supervisor reports
-        // it); resyncs ending does not.
-        let mut changes = std::pin::pin!(changes);
-        let mut resyncs = std::pin::pin!(resyncs.fuse());
-        loop {
-            let (key, lane) = tokio::select! {
-                c = changes.next() => match c { Some(c) => c, None => return },
-                Some(r) = resyncs.next() => r,
-            };
-            work.add(key, lane);
-            metrics.set_depth(queue, work.depth());
-        }
-    };
-    let worker = || async {
-        loop {
-            let (key, waited) = work.next().await;
-            metrics.waited(queue, waited, work.depth());
-            let next = match store.get(&key) {
-                Some(obj) => reconcile(obj).await,
-                None => gone(key.clone()).await,
-            };
-            work.done(key, next);
-        }
-    };
-    let workers = futures::future::join_all((0..workers.max(1)).map(|_| worker()));
-    tokio::select! {
-        _ = feed => {}
-        _ = workers => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn t0() -> Instant {
         Instant::now()
@@ -484,6 +438,23 @@ mod tests {
         q.add_at("a", now + Duration::from_secs(60), now);
         q.add("a", Lane::Fresh, now);
         assert_eq!(drain(&mut q, now + Duration::from_secs(120)), ["a"]);
+    }
+
+    #[test]
+    fn failures_count_per_key_until_a_success() {
+        let work = WorkQueue::<&str>::default();
+        assert_eq!(
+            [work.failed(&"a"), work.failed(&"a"), work.failed(&"b")],
+            [1, 2, 1]
+        );
+        work.succeeded(&"a");
+        assert_eq!(work.failed(&"a"), 1);
+        work.succeeded(&"a");
+        work.succeeded(&"b");
+        assert!(
+            work.queue.lock().failures.is_empty(),
+            "nothing kept for keys that succeeded"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -55,7 +55,7 @@ impl DryRun {
         self.count("kubernetes", "POST events".to_owned());
     }
 
-    fn count(&self, target: &'static str, operation: String) {
+    pub fn count(&self, target: &'static str, operation: String) {
         self.writes
             .get_or_create(&WriteLabels { target, operation })
             .inc();
@@ -156,25 +156,6 @@ impl RequestCheck for Option<DryRun> {
     }
 }
 
-/// Holds back every provider mutation, counting it.
-#[derive(Clone, Debug)]
-pub struct DryRunGate(pub DryRun);
-
-impl ccm_provider_sdk::client::MutationGate for DryRunGate {
-    fn allows_mutations(&self) -> bool {
-        false
-    }
-
-    fn refused(&self, method: &'static str) {
-        tracing::info!(method, "dry run: provider mutation not sent");
-        self.0.count("provider", method.to_owned());
-    }
-
-    fn why_closed(&self) -> &'static str {
-        "dry run: --dry-run-writes"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,7 +215,7 @@ mod tests {
             })
         };
         use tower::{Layer, Service};
-        let mut svc = crate::runtime::kube_client::CheckLayer(Some(dry)).layer(recorder);
+        let mut svc = crate::kube_client::CheckLayer(Some(dry)).layer(recorder);
         for (method, uri, body) in [
             ("GET", "/api/v1/nodes?watch=true", ""),
             ("PATCH", "/api/v1/nodes/a/status", "{}"),
