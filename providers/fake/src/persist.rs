@@ -16,14 +16,11 @@ use ccm_provider_sdk::state_file::Envelope;
 use crate::Error;
 use crate::state::{FakeConfig, State};
 
-/// The `format` every state file carries.
-pub const FORMAT: &str = "ccm-fake-provider-state";
-/// The envelope version this fake writes and reads.
-pub const VERSION: u32 = 1;
-
-const ENVELOPE: Envelope = Envelope {
-    format: FORMAT,
-    version: VERSION,
+/// The state file's envelope: its `format`, the version this fake writes
+/// and reads, and the key the cloud is under.
+pub const ENVELOPE: Envelope = Envelope {
+    format: "ccm-fake-provider-state",
+    version: 1,
     payload: "cloud",
     writer: "fake-provider",
 };

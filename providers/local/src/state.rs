@@ -12,14 +12,11 @@ use ccm_provider_sdk::proto::{NodeAddress, NodeAddressType};
 use ccm_provider_sdk::state_file::Envelope;
 use serde::{Deserialize, Serialize};
 
-/// The `format` every state file carries.
-pub const FORMAT: &str = "ccm-local-provider-state";
-/// The envelope version this provider writes and reads.
-pub const VERSION: u32 = 1;
-
-const ENVELOPE: Envelope = Envelope {
-    format: FORMAT,
-    version: VERSION,
+/// The state file's envelope: its `format`, the version this provider
+/// writes and reads, and the key the state is under.
+pub const ENVELOPE: Envelope = Envelope {
+    format: "ccm-local-provider-state",
+    version: 1,
     payload: "state",
     writer: "local-provider",
 };
