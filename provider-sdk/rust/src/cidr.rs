@@ -44,6 +44,12 @@ impl Cidr {
             .filter(|_| canonical)
             .and_then(|p| p.parse::<u8>().ok())
             .ok_or(CidrError::PrefixLength { max })?;
+        Cidr::new(addr, prefix_len)
+    }
+
+    /// `addr/prefix_len`, refused when the prefix is too long for the family.
+    pub fn new(addr: IpAddr, prefix_len: u8) -> Result<Cidr, CidrError> {
+        let max = if addr.is_ipv4() { 32 } else { 128 };
         IpNet::new(addr, prefix_len)
             .map(Cidr)
             .map_err(|_| CidrError::PrefixLength { max })
@@ -77,6 +83,11 @@ impl Cidr {
     /// families.
     pub fn contains(&self, other: &Cidr) -> bool {
         self.0.contains(&other.0)
+    }
+
+    /// Whether `ip` is in this network; never across families.
+    pub fn contains_ip(&self, ip: IpAddr) -> bool {
+        self.0.contains(&ip)
     }
 
     pub fn as_ipnet(&self) -> IpNet {
@@ -176,5 +187,12 @@ mod tests {
         assert!(!cidr("10.244.1.0/24").contains(&cidr("10.244.0.0/16")));
         assert!(!cidr("0.0.0.0/0").contains(&cidr("::/128")));
         assert!(!cidr("::/0").contains(&cidr("10.0.0.0/8")));
+        assert!(cidr("10.9.9.9/8").contains_ip("10.0.0.1".parse().unwrap()));
+        assert!(!cidr("10.0.0.0/8").contains_ip("11.0.0.1".parse().unwrap()));
+        assert!(!cidr("0.0.0.0/0").contains_ip("::1".parse().unwrap()));
+        assert_eq!(
+            Cidr::new("10.0.0.0".parse().unwrap(), 33),
+            Err(CidrError::PrefixLength { max: 32 })
+        );
     }
 }
