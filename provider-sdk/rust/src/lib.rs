@@ -96,6 +96,7 @@
 //! }
 //! ```
 
+pub mod cidr;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod contract_version;
@@ -116,6 +117,7 @@ pub mod validate;
 /// The generated contract types (`ccmrs.cloudprovider.v1`).
 pub use ccm_proto::v1 as proto;
 
+pub use cidr::{Cidr, CidrError};
 #[cfg(feature = "client")]
 pub use client::{ClientError, ClientOptions, Handshake, ProviderClient, RequestScope};
 pub use contract_version::ContractVersion;

@@ -12,14 +12,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use ccm_fake_provider::{FakeCloud, FakeConfig, admin, read_instances_file};
-use ccm_provider_sdk::server::Supervisor;
-use clap::{Parser, ValueEnum};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Plain,
-    Json,
-}
+use ccm_provider_sdk::server::{LogFormat, Supervisor, init_logging};
+use clap::Parser;
 
 /// An in-memory cloud provider for ccm-rs, with fault injection.
 #[derive(Debug, Parser)]
@@ -73,18 +67,6 @@ struct Args {
     socket_mode: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Plain => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 fn config(args: &Args) -> anyhow::Result<FakeConfig> {

@@ -11,25 +11,19 @@
 
 use std::path::PathBuf;
 
-use ccm_provider_sdk::state_file::write_atomically;
-
-use serde::{Deserialize, Serialize};
+use ccm_provider_sdk::state_file::Envelope;
 
 use crate::Error;
-use crate::state::{FakeConfig, Persisted, State};
+use crate::state::{FakeConfig, State};
 
-/// The `format` every state file carries.
-pub const FORMAT: &str = "ccm-fake-provider-state";
-/// The envelope version this fake writes and reads.
-pub const VERSION: u32 = 1;
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope {
-    format: String,
-    version: u32,
-    cloud: Persisted,
-}
+/// The state file's envelope: its `format`, the version this fake writes
+/// and reads, and the key the cloud is under.
+pub const ENVELOPE: Envelope = Envelope {
+    format: "ccm-fake-provider-state",
+    version: 1,
+    payload: "cloud",
+    writer: "fake-provider",
+};
 
 /// Where the cloud is kept.
 #[derive(Debug)]
@@ -50,65 +44,37 @@ impl StateFile {
     /// fails at start rather than at the first change.
     pub(crate) fn open(path: PathBuf, config: FakeConfig) -> Result<(Self, State), Error> {
         let file = StateFile { path };
-        match std::fs::read(&file.path) {
-            Ok(bytes) => {
-                let saved = parse(&bytes).map_err(|e| file.error(e))?;
+        match ENVELOPE.read(&file.path).map_err(|e| file.error(e))? {
+            Some(saved) => {
                 let state = State::restore(config, saved).map_err(|e| file.error(e))?;
                 Ok((file, state))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            None => {
                 let state = State::new(config)?;
                 file.save(&state)?;
                 Ok((file, state))
             }
-            Err(e) => Err(file.error(e)),
         }
     }
 
     /// Writes the cloud atomically.
     pub(crate) fn save(&self, state: &State) -> Result<(), Error> {
-        let envelope = Envelope {
-            format: FORMAT.to_owned(),
-            version: VERSION,
-            cloud: state.persisted(),
-        };
-        let mut bytes = serde_json::to_vec_pretty(&envelope).map_err(|e| self.error(e))?;
-        bytes.push(b'\n');
-        write_atomically(&self.path, &bytes).map_err(|e| self.error(e))
+        ENVELOPE
+            .write(&self.path, &state.persisted())
+            .map_err(|e| self.error(e))
     }
-}
-
-/// A file this fake did not write (or a later version wrote) is refused with
-/// the reason; it is never taken for an empty cloud.
-fn parse(bytes: &[u8]) -> Result<Persisted, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    let format = value.get("format").and_then(|f| f.as_str());
-    if format != Some(FORMAT) {
-        return Err(format!(
-            "not a fake-provider state file (\"format\" is {}, expected {FORMAT:?})",
-            value
-                .get("format")
-                .map_or("missing".to_owned(), |f| f.to_string())
-        ));
-    }
-    match value.get("version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(VERSION) => {}
-        Some(v) => {
-            return Err(format!(
-                "version {v} is not supported (this fake reads {VERSION})"
-            ));
-        }
-        None => return Err("\"version\" is missing or not a number".to_owned()),
-    }
-    let envelope: Envelope =
-        serde_json::from_value(value).map_err(|e| format!("invalid contents: {e}"))?;
-    Ok(envelope.cloud)
 }
 
 #[cfg(test)]
 mod tests {
+    use ccm_provider_sdk::state_file::StateFileError;
+
     use super::*;
+    use crate::state::Persisted;
+
+    fn parse(bytes: &[u8]) -> Result<Persisted, StateFileError> {
+        ENVELOPE.decode(bytes)
+    }
 
     #[test]
     fn refuses_what_it_did_not_write() {
@@ -130,7 +96,7 @@ mod tests {
             ),
         ];
         for (bytes, want) in cases {
-            let err = parse(bytes).unwrap_err();
+            let err = parse(bytes).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
         }
     }

@@ -11,14 +11,8 @@ use ccm_local_provider::annotations::parse_duration;
 use ccm_local_provider::inventory::Inventory;
 use ccm_local_provider::vip::VipRange;
 use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
-use ccm_provider_sdk::server::Supervisor;
-use clap::{Parser, ValueEnum};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Plain,
-    Json,
-}
+use ccm_provider_sdk::server::{LogFormat, Supervisor, init_logging};
+use clap::Parser;
 
 /// A cloud provider for ccm-rs whose cloud is this machine: instances from
 /// an inventory file, load balancers as L4 proxies on local addresses,
@@ -68,18 +62,6 @@ struct Args {
 /// A poll interval: 10 ms to 1 h.
 fn parse_interval(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_millis(10), Duration::from_secs(3_600))
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Plain => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 /// Whether this process may change routing tables (CAP_NET_ADMIN, bit 12

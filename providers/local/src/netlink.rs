@@ -12,6 +12,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use ccm_provider_sdk::Cidr;
 use futures::StreamExt;
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
@@ -480,44 +481,14 @@ fn parse_cidr(cidr: &str) -> Result<(IpAddr, u8), RouteError> {
         cidr: cidr.to_string(),
         reason,
     };
-    let (address, prefix) = cidr.split_once('/').ok_or_else(|| {
-        invalid("expected a network and a prefix length, such as 10.244.1.0/24".into())
-    })?;
-    let address: IpAddr = address
-        .parse()
-        .map_err(|_| invalid(format!("{address:?} is not an IPv4 or IPv6 address")))?;
-    let max = if address.is_ipv4() { 32 } else { 128 };
-    let prefix_len = Some(prefix)
-        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|p| p.parse::<u8>().ok())
-        .filter(|&p| p <= max)
-        .ok_or_else(|| {
-            invalid(format!(
-                "the prefix length must be a number from 0 to {max}"
-            ))
-        })?;
-    let network = network_of(address, prefix_len);
-    if network != address {
+    let parsed = Cidr::parse(cidr).map_err(|e| invalid(e.to_string()))?;
+    if !parsed.is_network() {
         return Err(invalid(format!(
-            "host bits are set; the network is {network}/{prefix_len}"
+            "host bits are set; the network is {}",
+            parsed.network()
         )));
     }
-    Ok((address, prefix_len))
-}
-
-/// `address` with every bit past `prefix_len` cleared.
-fn network_of(address: IpAddr, prefix_len: u8) -> IpAddr {
-    let shift = |width: u32| width - u32::from(prefix_len);
-    match address {
-        IpAddr::V4(v4) => {
-            let mask = u32::MAX.checked_shl(shift(32)).unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
-        }
-        IpAddr::V6(v6) => {
-            let mask = u128::MAX.checked_shl(shift(128)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
-        }
-    }
+    Ok((parsed.addr(), parsed.prefix_len()))
 }
 
 /// NLMSG_ERROR's payload past the error code: the request it answers (whose

@@ -9,13 +9,17 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use ccm_provider_sdk::proto::{NodeAddress, NodeAddressType};
-use ccm_provider_sdk::state_file::write_atomically;
+use ccm_provider_sdk::state_file::Envelope;
 use serde::{Deserialize, Serialize};
 
-/// The `format` every state file carries.
-pub const FORMAT: &str = "ccm-local-provider-state";
-/// The envelope version this provider writes and reads.
-pub const VERSION: u32 = 1;
+/// The state file's envelope: its `format`, the version this provider
+/// writes and reads, and the key the state is under.
+pub const ENVELOPE: Envelope = Envelope {
+    format: "ccm-local-provider-state",
+    version: 1,
+    payload: "state",
+    writer: "local-provider",
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("state file {path}: {reason}")]
@@ -137,14 +141,6 @@ pub struct Saved {
     pub leaders: Vec<LeaderRecord>,
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope {
-    format: String,
-    version: u32,
-    state: Saved,
-}
-
 /// Where the state is kept; `None` keeps it in memory only.
 #[derive(Debug, Clone)]
 pub struct StateFile {
@@ -172,13 +168,12 @@ impl StateFile {
         let Some(path) = &self.path else {
             return Ok(Saved::default());
         };
-        match std::fs::read(path) {
-            Ok(bytes) => parse(&bytes).map_err(|e| self.error(e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        match ENVELOPE.read(path).map_err(|e| self.error(e))? {
+            Some(saved) => Ok(saved),
+            None => {
                 self.save(&Saved::default())?;
                 Ok(Saved::default())
             }
-            Err(e) => Err(self.error(e)),
         }
     }
 
@@ -186,37 +181,8 @@ impl StateFile {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let envelope = Envelope {
-            format: FORMAT.to_owned(),
-            version: VERSION,
-            state: saved.clone(),
-        };
-        let mut bytes = serde_json::to_vec_pretty(&envelope).map_err(|e| self.error(e))?;
-        bytes.push(b'\n');
-        write_atomically(path, &bytes).map_err(|e| self.error(e))
+        ENVELOPE.write(path, saved).map_err(|e| self.error(e))
     }
-}
-
-fn parse(bytes: &[u8]) -> Result<Saved, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-        return Err(format!(
-            "not a local-provider state file (no \"format\": {FORMAT:?})"
-        ));
-    }
-    match value.get("version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(VERSION) => {}
-        Some(v) => {
-            return Err(format!(
-                "version {v} is not supported (this provider reads {VERSION})"
-            ));
-        }
-        None => return Err("\"version\" is missing or not a number".to_owned()),
-    }
-    let envelope: Envelope =
-        serde_json::from_value(value).map_err(|e| format!("invalid contents: {e}"))?;
-    Ok(envelope.state)
 }
 
 #[cfg(test)]

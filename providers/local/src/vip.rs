@@ -3,6 +3,8 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
+use ccm_provider_sdk::Cidr;
+
 /// A CIDR of addresses that are local to this machine (the default, a
 /// 127.x range, is bindable without privileges on Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,19 +17,15 @@ impl std::str::FromStr for VipRange {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("{s:?} is not a CIDR such as 127.200.0.0/24");
-        let (ip, prefix) = s.split_once('/').ok_or_else(bad)?;
-        let network: IpAddr = ip.parse().map_err(|_| bad())?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        let bits = if network.is_ipv4() { 32 } else { 128 };
-        if prefix > bits {
-            return Err(bad());
-        }
-        let range = VipRange { network, prefix };
-        if range.first() != to_u128(network) {
+        let cidr =
+            Cidr::parse(s).map_err(|_| format!("{s:?} is not a CIDR such as 127.200.0.0/24"))?;
+        if !cidr.is_network() {
             return Err(format!("{s:?} has host bits set"));
         }
-        Ok(range)
+        Ok(VipRange {
+            network: cidr.addr(),
+            prefix: cidr.prefix_len(),
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use ccm_provider_sdk::ContractVersion;
 use ccm_provider_sdk::proto::{self, NodeAddress};
 use k8s_openapi::api::core::v1::Node;
 
-pub use crate::cidr::Cidr;
+pub use crate::cidr::{Cidr, network};
 use crate::k8s::node;
 
 /// Whether a route is ours to delete: its whole destination lies inside a
@@ -16,7 +16,7 @@ use crate::k8s::node;
 /// address inside; a route reaching outside the cluster CIDRs is never
 /// touched here.) An unparsable destination is never ours.
 pub fn responsible(cluster: &[Cidr], destination: &str) -> bool {
-    Cidr::parse(destination).is_some_and(|d| cluster.iter().any(|c| c.contains_range(&d)))
+    network(destination).is_some_and(|d| cluster.iter().any(|c| c.contains(&d)))
 }
 
 /// The parts of a Node routes depend on.
@@ -132,16 +132,11 @@ pub fn plan(
     let by_node: BTreeMap<(&str, Cidr), &proto::Route> = routes
         .iter()
         .filter(|r| !r.blackhole && !r.target_node.is_empty())
-        .filter_map(|r| {
-            Some((
-                (r.target_node.as_str(), Cidr::parse(&r.destination_cidr)?),
-                r,
-            ))
-        })
+        .filter_map(|r| Some(((r.target_node.as_str(), network(&r.destination_cidr)?), r)))
         .collect();
     for n in nodes {
         for pod_cidr in &n.pod_cidrs {
-            let Some(want) = Cidr::parse(pod_cidr) else {
+            let Some(want) = network(pod_cidr) else {
                 tracing::warn!(node = %n.name, pod_cidr, "not a CIDR; no route for it");
                 continue;
             };
@@ -177,7 +172,7 @@ pub fn plan(
         if !responsible(cluster, &r.destination_cidr) {
             continue;
         }
-        let Some(dest) = Cidr::parse(&r.destination_cidr) else {
+        let Some(dest) = network(&r.destination_cidr) else {
             continue;
         };
         if r.blackhole || !keep.contains(&(r.target_node.clone(), dest)) {
@@ -504,13 +499,13 @@ mod proptests {
                 Just(Addresses::UpdateInPlace),
             ],
         ) {
-            let cluster: Vec<Cidr> = cluster.iter().filter_map(|c| Cidr::parse(c)).collect();
+            let cluster: Vec<Cidr> = cluster.iter().filter_map(|c| network(c)).collect();
             let nodes: Vec<RouteNode> = nodes.iter().map(RouteNode::from_node).collect();
             let plan = plan(&cluster, &nodes, &routes, mode);
             for c in &plan.create {
                 let checked = validate::route("route", &Some(c.route.clone()));
                 prop_assert!(checked.is_ok(), "{:?}", checked);
-                prop_assert!(Cidr::parse(&c.route.destination_cidr).is_some());
+                prop_assert!(network(&c.route.destination_cidr).is_some());
             }
             for d in &plan.delete {
                 prop_assert!(responsible(&cluster, &d.destination_cidr));
@@ -519,10 +514,10 @@ mod proptests {
             // deleted only to be created again.
             if mode == Addresses::UpdateInPlace {
                 for c in &plan.create {
-                    let dest = Cidr::parse(&c.route.destination_cidr);
+                    let dest = network(&c.route.destination_cidr);
                     prop_assert!(!plan.delete.iter().any(|d| {
                         d.target_node == c.route.target_node
-                            && Cidr::parse(&d.destination_cidr) == dest
+                            && network(&d.destination_cidr) == dest
                     }), "{:?}", plan);
                 }
             }

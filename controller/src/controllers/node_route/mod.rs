@@ -23,7 +23,7 @@ use serde_json::json;
 
 mod decide;
 
-use decide::{Addresses, Cidr, Plan, RouteNode};
+use decide::{Addresses, Cidr, Plan, RouteNode, network};
 
 use crate::context::Context;
 use crate::k8s::{self, node};
@@ -162,10 +162,10 @@ impl Routes {
         // for the same node and destination (an in-place update).
         let replaced: std::collections::BTreeSet<(&str, Option<Cidr>)> = now_routed
             .iter()
-            .map(|r| (r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+            .map(|r| (r.target_node.as_str(), network(&r.destination_cidr)))
             .collect();
         routes.retain(|r| {
-            !replaced.contains(&(r.target_node.as_str(), Cidr::parse(&r.destination_cidr)))
+            !replaced.contains(&(r.target_node.as_str(), network(&r.destination_cidr)))
         });
         routes.extend(now_routed);
         futures::stream::iter(created_all)

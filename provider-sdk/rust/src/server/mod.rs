@@ -7,6 +7,8 @@ mod clusters;
 mod identity;
 mod instances;
 mod load_balancers;
+#[cfg(feature = "logging")]
+mod logging;
 mod request;
 mod routes;
 mod supervise;
@@ -26,6 +28,8 @@ pub use crate::endpoint::{ServeError, bind_socket, socket_path};
 use crate::proto::{self, *};
 use crate::provider::{Clusters, Identity, Instances, LoadBalancers, Routes, Volumes, Zones};
 use crate::{MAX_MESSAGE_BYTES, endpoint};
+#[cfg(feature = "logging")]
+pub use logging::{LogFormat, init_logging};
 pub use supervise::{Stopped, Supervisor};
 
 /// Gives a generated service server the contract's message limits; every

@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use crate::cidr::Cidr;
+
 use super::{
     Checked, MAX_ANNOTATIONS_BYTES, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_NAME_BYTES,
     violation,
@@ -56,21 +58,9 @@ pub fn ip(field: &str, value: &str) -> Checked<IpAddr> {
 
 /// Parses "address/prefix".
 pub fn cidr(field: &str, value: &str) -> Checked<(IpAddr, u8)> {
-    let bad = || violation(field, format!("{value:?} is not a CIDR"));
-    let (addr, prefix) = value.split_once('/').ok_or_else(bad)?;
-    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-    // Decimal digits without a leading zero, as other languages' parsers
-    // of "address/prefix" take it (Rust's alone also takes "+8").
-    if !prefix.bytes().all(|b| b.is_ascii_digit()) || (prefix.len() > 1 && prefix.starts_with('0'))
-    {
-        return Err(bad());
-    }
-    let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    if prefix > max {
-        return Err(bad());
-    }
-    Ok((addr, prefix))
+    let parsed =
+        Cidr::parse(value).map_err(|_| violation(field, format!("{value:?} is not a CIDR")))?;
+    Ok((parsed.addr(), parsed.prefix_len()))
 }
 
 /// An enum field that must hold a known, non-zero value.

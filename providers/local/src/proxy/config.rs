@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+use ccm_provider_sdk::Cidr;
+
 use super::ProxyError;
 
 /// Transport protocol of a listener. A TCP and a UDP listener on the same
@@ -71,21 +73,8 @@ impl IpNet {
     /// Whether `ip` falls in the range. An IPv4 range never matches an IPv6
     /// client and vice versa: the VIP has one family, so do its clients.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix_len.min(32)))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix_len.min(128)))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        // A prefix too long for the family never passes validation.
+        Cidr::new(self.addr, self.prefix_len).is_ok_and(|net| net.contains_ip(ip))
     }
 
     fn max_prefix_len(&self) -> u8 {
@@ -105,25 +94,20 @@ impl FromStr for IpNet {
     type Err = ProxyError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |why: &str| ProxyError::InvalidConfig(format!("source range {s:?}: {why}"));
-        let (addr, len) = match s.trim().split_once('/') {
-            Some((addr, len)) => (addr, Some(len)),
-            None => (s.trim(), None),
+        let invalid = |why: &dyn fmt::Display| {
+            ProxyError::InvalidConfig(format!("source range {s:?}: {why}"))
         };
-        let addr: IpAddr = addr.parse().map_err(|_| invalid("not an IP address"))?;
-        let net = IpNet {
-            addr,
-            prefix_len: 0,
-        };
-        let prefix_len = match len {
-            Some(len) => len.parse().map_err(|_| invalid("bad prefix length"))?,
-            None => net.max_prefix_len(),
-        };
-        let net = IpNet { addr, prefix_len };
-        if prefix_len > net.max_prefix_len() {
-            return Err(invalid("prefix length too long"));
+        let text = s.trim();
+        if !text.contains('/') {
+            let addr: IpAddr = text.parse().map_err(|_| invalid(&"not an IP address"))?;
+            let prefix_len = if addr.is_ipv4() { 32 } else { 128 };
+            return Ok(IpNet { addr, prefix_len });
         }
-        Ok(net)
+        let cidr = Cidr::parse(text).map_err(|e| invalid(&e))?;
+        Ok(IpNet {
+            addr: cidr.addr(),
+            prefix_len: cidr.prefix_len(),
+        })
     }
 }
 

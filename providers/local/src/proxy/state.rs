@@ -4,10 +4,12 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tracing::info;
@@ -162,24 +164,16 @@ struct AffinityTable {
     last_sweep: Option<Instant>,
 }
 
-struct TokenBucket {
-    tokens: f64,
-    last: Instant,
+/// The listener's rate limit: governor's GCRA with a burst of one second's
+/// worth, rebuilt (full) when the configured rate changes.
+struct RateLimit {
+    per_second: NonZeroU32,
+    limiter: DefaultDirectRateLimiter,
 }
 
-impl TokenBucket {
-    fn try_take(&mut self, rate: u32, now: Instant) -> bool {
-        let burst = f64::from(rate);
-        let refill = now.saturating_duration_since(self.last).as_secs_f64() * burst;
-        self.tokens = (self.tokens + refill).min(burst);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
+/// `per_second` connections or datagrams a second, up to that many at once.
+fn quota(per_second: NonZeroU32) -> Quota {
+    Quota::per_second(per_second)
 }
 
 /// Per listener state that outlives configuration updates: a kept listener
@@ -191,7 +185,7 @@ pub(crate) struct ListenerState {
     pub(crate) counters: Counters,
     rr: AtomicUsize,
     affinity: Mutex<AffinityTable>,
-    bucket: Mutex<TokenBucket>,
+    rate: Mutex<Option<RateLimit>>,
 }
 
 impl ListenerState {
@@ -206,11 +200,7 @@ impl ListenerState {
                 entries: HashMap::new(),
                 last_sweep: None,
             }),
-            bucket: Mutex::new(TokenBucket {
-                // Clamped to the burst on first use: the bucket starts full.
-                tokens: f64::MAX,
-                last: Instant::now(),
-            }),
+            rate: Mutex::new(None),
         }
     }
 
@@ -228,7 +218,7 @@ impl ListenerState {
 
     /// Source ranges, then the rate limit, for a new connection or a
     /// datagram; a refusal is counted here.
-    pub(crate) fn admit(&self, config: &ProxyConfig, client: IpAddr, now: Instant) -> bool {
+    pub(crate) fn admit(&self, config: &ProxyConfig, client: IpAddr) -> bool {
         if !config.source_ranges.is_empty()
             && !config.source_ranges.iter().any(|net| net.contains(client))
         {
@@ -236,12 +226,28 @@ impl ListenerState {
             return false;
         }
         if let Some(rate) = config.max_qps
-            && !self.bucket.lock().try_take(rate, now)
+            && !self.within_rate(rate)
         {
             bump(&self.counters.rejected_rate);
             return false;
         }
         true
+    }
+
+    /// Takes one from the rate limit; a rate of 0 admits nothing.
+    fn within_rate(&self, per_second: u32) -> bool {
+        let Some(per_second) = NonZeroU32::new(per_second) else {
+            return false;
+        };
+        let mut rate = self.rate.lock();
+        let limit = match &mut *rate {
+            Some(limit) if limit.per_second == per_second => limit,
+            slot => slot.insert(RateLimit {
+                per_second,
+                limiter: RateLimiter::direct(quota(per_second)),
+            }),
+        };
+        limit.limiter.check().is_ok()
     }
 
     /// The backends to try, in order: the client's sticky backend if it is
@@ -375,22 +381,39 @@ impl Activity {
 
 #[cfg(test)]
 mod tests {
+    use governor::clock::FakeRelativeClock;
+
     use super::*;
 
     #[test]
-    fn token_bucket_starts_full_and_refills() {
-        let t0 = Instant::now();
-        let mut b = TokenBucket {
-            tokens: f64::MAX,
-            last: t0,
-        };
-        let taken = (0..20).filter(|_| b.try_take(5, t0)).count();
+    fn rate_limit_starts_full_and_refills() {
+        let clock = FakeRelativeClock::default();
+        let b = RateLimiter::direct_with_clock(quota(NonZeroU32::new(5).unwrap()), clock.clone());
+        let taken = (0..20).filter(|_| b.check().is_ok()).count();
         assert_eq!(taken, 5);
-        assert!(!b.try_take(5, t0 + Duration::from_millis(100)));
-        assert!(b.try_take(5, t0 + Duration::from_millis(250)));
+        clock.advance(Duration::from_millis(100));
+        assert!(b.check().is_err());
+        clock.advance(Duration::from_millis(150));
+        assert!(b.check().is_ok());
         // A long pause refills only up to the burst.
-        let later = t0 + Duration::from_secs(60);
-        assert_eq!((0..20).filter(|_| b.try_take(5, later)).count(), 5);
+        clock.advance(Duration::from_secs(60));
+        assert_eq!((0..20).filter(|_| b.check().is_ok()).count(), 5);
+    }
+
+    #[test]
+    fn a_new_rate_takes_effect() {
+        let l = ListenerState::new(&Listener {
+            protocol: Protocol::Tcp,
+            port: 80,
+            node_port: 30080,
+        });
+        let mut config = ProxyConfig::new("127.200.0.1".parse().unwrap());
+        config.max_qps = Some(2);
+        let client: IpAddr = "127.0.0.9".parse().unwrap();
+        assert_eq!((0..10).filter(|_| l.admit(&config, client)).count(), 2);
+        config.max_qps = Some(4);
+        assert_eq!((0..10).filter(|_| l.admit(&config, client)).count(), 4);
+        assert_eq!(l.stats().rejected_rate, 14);
     }
 
     #[test]

@@ -73,7 +73,7 @@ async fn handle(
     let (config, healthy) = shared.view();
     let now = Instant::now();
     let port = state.port;
-    if !state.admit(&config, peer.ip(), now) {
+    if !state.admit(&config, peer.ip()) {
         debug!(proxy = %shared.name, port, %peer, "connection refused by source range or rate limit");
         return;
     }

@@ -92,7 +92,7 @@ pub(crate) async fn serve(
 impl Ctx {
     async fn forward(&mut self, datagram: &[u8], client: SocketAddr) {
         let config = self.shared.config();
-        if !self.state.admit(&config, client.ip(), Instant::now()) {
+        if !self.state.admit(&config, client.ip()) {
             return;
         }
         let existing = self.flows.lock().get(&client).cloned();
