@@ -119,9 +119,10 @@ pub trait Reconcile: Send + Sync + 'static {
     }
 
     /// The request id the reconcile of `key` runs under (its span and, with
-    /// the controller's [`Scope`], its outgoing calls); `None` runs it
-    /// without one (a reconcile whose calls each name their own object).
-    fn request_id(&self, key: &Self::Key) -> Option<String>;
+    /// the controller's [`Scope`], its outgoing calls), given its object
+    /// when the lookup has one; `None` runs it without one (a reconcile
+    /// whose calls each name their own object).
+    fn request_id(&self, key: &Self::Key, obj: Option<&Self::Object>) -> Option<String>;
 }
 
 type Lookup<K, O> = Box<dyn Fn(&K) -> Option<Arc<O>> + Send + Sync>;
@@ -138,8 +139,6 @@ pub struct Controller<R: Reconcile> {
     resyncs: BoxStream<'static, R::Key>,
     workers: usize,
     scope: Arc<dyn Scope>,
-    /// False only for [`legacy`]'s callers, which count their own.
-    counts_work: bool,
 }
 
 impl<R: Reconcile> Controller<R> {
@@ -154,7 +153,6 @@ impl<R: Reconcile> Controller<R> {
             resyncs: futures::stream::empty().boxed(),
             workers: 1,
             scope: Arc::new(SpanOnly),
-            counts_work: true,
         }
     }
 
@@ -215,7 +213,6 @@ impl<R: Reconcile> Controller<R> {
             resyncs,
             workers,
             scope,
-            counts_work,
         } = self;
         let lookup = lookup.expect("Controller::run without .store() or .lookup()");
         let work = WorkQueue::<R::Key>::default();
@@ -241,7 +238,9 @@ impl<R: Reconcile> Controller<R> {
                 let result = turn(&*reconciler, &*scope, &lookup, key.clone()).await;
                 let (next, failed) = match result {
                     Ok(next) => {
-                        work.succeeded(&key);
+                        if next.attempted() {
+                            work.succeeded(&key);
+                        }
                         (next, false)
                     }
                     Err(e) => {
@@ -249,9 +248,7 @@ impl<R: Reconcile> Controller<R> {
                         (reconciler.error_policy(&key, &e, failures), true)
                     }
                 };
-                if counts_work {
-                    metrics.processed(queue, started.elapsed(), failed);
-                }
+                metrics.processed(queue, started.elapsed(), failed);
                 work.done(key, next);
             }
         };
@@ -270,8 +267,8 @@ async fn turn<R: Reconcile>(
     lookup: &Lookup<R::Key, R::Object>,
     key: R::Key,
 ) -> Result<Action, R::Error> {
-    let id = r.request_id(&key);
     let obj = lookup(&key);
+    let id = r.request_id(&key, obj.as_deref());
     let mut out = None;
     let work = async {
         out = Some(match obj {
@@ -284,73 +281,6 @@ async fn turn<R: Reconcile>(
         None => work.await,
     }
     out.expect("the reconcile ran")
-}
-
-/// The runner's old shape, for a controller not yet written against
-/// [`Reconcile`] (service-lb): `reconcile` and `gone` return the next
-/// [`Action`] themselves, keep their own retry state, run under their own
-/// request ids and count their own work items; the queue, its lanes and
-/// its depth and wait metrics are the runner's.
-pub fn legacy<K, F, Fut, G, GFut>(
-    queue: &'static str,
-    metrics: QueueMetrics,
-    reconcile: F,
-    gone: G,
-) -> Controller<Legacy<K, F, G>>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-    F: Fn(Arc<K>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Action> + Send,
-    G: Fn(ObjectRef<K>) -> GFut + Send + Sync + 'static,
-    GFut: Future<Output = Action> + Send,
-{
-    let mut c = Controller::new(
-        Arc::new(Legacy {
-            reconcile,
-            gone,
-            kind: std::marker::PhantomData,
-        }),
-        queue,
-        metrics,
-    );
-    c.counts_work = false;
-    c
-}
-
-/// See [`legacy`].
-pub struct Legacy<K, F, G> {
-    reconcile: F,
-    gone: G,
-    kind: std::marker::PhantomData<fn() -> K>,
-}
-
-impl<K, F, Fut, G, GFut> Reconcile for Legacy<K, F, G>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-    F: Fn(Arc<K>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Action> + Send,
-    G: Fn(ObjectRef<K>) -> GFut + Send + Sync + 'static,
-    GFut: Future<Output = Action> + Send,
-{
-    type Key = ObjectRef<K>;
-    type Object = K;
-    type Error = std::convert::Infallible;
-
-    fn reconcile(&self, obj: Arc<K>) -> impl Future<Output = Result<Action, Self::Error>> + Send {
-        let next = (self.reconcile)(obj);
-        async move { Ok(next.await) }
-    }
-
-    fn gone(&self, key: ObjectRef<K>) -> impl Future<Output = Result<Action, Self::Error>> + Send {
-        let next = (self.gone)(key);
-        async move { Ok(next.await) }
-    }
-
-    fn request_id(&self, _: &ObjectRef<K>) -> Option<String> {
-        None
-    }
 }
 
 #[cfg(test)]
@@ -371,6 +301,8 @@ mod tests {
         fail: u32,
         runs: Mutex<Vec<Instant>>,
         explicit: Option<Duration>,
+        /// The run (1 for the first) that finds its retry not due yet.
+        gated: Option<u32>,
     }
 
     impl Reconcile for Flaky {
@@ -381,7 +313,11 @@ mod tests {
         async fn reconcile(&self, _: Arc<ConfigMap>) -> Result<Action, Down> {
             let mut runs = self.runs.lock();
             runs.push(Instant::now());
-            if runs.len() as u32 <= self.fail {
+            let run = runs.len() as u32;
+            if self.gated == Some(run) {
+                return Ok(Action::not_yet(Duration::from_secs(1)));
+            }
+            if run <= self.fail {
                 return Err(Down);
             }
             Ok(Action::await_change())
@@ -398,7 +334,7 @@ mod tests {
             }
         }
 
-        fn request_id(&self, key: &Self::Key) -> Option<String> {
+        fn request_id(&self, key: &Self::Key, _: Option<&ConfigMap>) -> Option<String> {
             Some(format!("configmap/{}", key.key_name()))
         }
     }
@@ -457,6 +393,7 @@ mod tests {
                 fail: 3,
                 runs: Mutex::default(),
                 explicit: None,
+                gated: None,
             },
             4,
         )
@@ -479,6 +416,7 @@ mod tests {
                 fail: 2,
                 runs: Mutex::default(),
                 explicit: Some(Duration::from_secs(42)),
+                gated: None,
             },
             3,
         )
@@ -487,43 +425,27 @@ mod tests {
         assert_eq!(secs, [42, 42]);
     }
 
-    /// service-lb counts its own work items: the legacy path must not
-    /// count them a second time.
+    /// A run that finds its retry not due yet (service-lb's gate, after
+    /// its own status write came back as a watch event) is no success: the
+    /// next failure backs off further.
     #[tokio::test(start_paused = true)]
-    async fn the_legacy_path_leaves_the_item_count_to_its_caller() {
-        let (store, mut writer) = reflector::store();
-        writer.apply_watcher_event(&watcher::Event::Apply(cm("a")));
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = QueueMetrics::register(&mut registry);
-        let (ran, mut reconciled) = tokio::sync::mpsc::unbounded_channel();
-        let controller = legacy(
-            "service",
-            metrics,
-            move |obj: Arc<ConfigMap>| {
-                let _ = ran.send(obj.metadata.name.clone());
-                std::future::ready(Action::await_change())
+    async fn not_yet_keeps_the_failures_in_a_row() {
+        let (gaps, text) = run(
+            Flaky {
+                fail: 3,
+                runs: Mutex::default(),
+                explicit: None,
+                gated: Some(2),
             },
-            |_| std::future::ready(Action::await_change()),
+            4,
         )
-        .store(store)
-        .changes(
-            futures::stream::iter([ObjectRef::from_obj(&cm("a"))])
-                .chain(futures::stream::pending()),
-        )
-        .run();
-        tokio::select! {
-            _ = controller => panic!("the controller stopped"),
-            name = tokio::time::timeout(Duration::from_secs(60), reconciled.recv()) => {
-                assert_eq!(name.expect("reconciled in time"), Some(Some("a".into())));
-            }
-        }
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        .await;
+        let secs: Vec<u64> = gaps.iter().map(|g| g.as_secs()).collect();
+        assert_eq!(secs, [1, 1, 2], "fail, not yet, fail (second in a row)");
         assert!(
-            text.contains(r#"workqueue_queue_duration_seconds_count{name="service"} 1"#),
+            text.contains(r#"workqueue_retries_total{name="configmaps"} 2"#),
             "{text}"
         );
-        assert!(!text.contains("workqueue_adds_total{"), "{text}");
     }
 
     #[test]

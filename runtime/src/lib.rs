@@ -14,10 +14,7 @@
 //! - [`kube_client`], [`dry_run`]: the rate-limited, fenced, dry-run-aware
 //!   Kubernetes client.
 //! - [`supervisor`]: long-running tasks, a failure of any is reported.
-//! - [`backoff`]: a per-key backoff map for controllers not yet on
-//!   [`Reconcile`].
 
-pub mod backoff;
 pub mod controller;
 pub mod dry_run;
 pub mod events;

@@ -35,6 +35,8 @@ pub const AGING: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Action {
     requeue_after: Option<Duration>,
+    /// False for [`Action::not_yet`]: the key's failures in a row stand.
+    attempted: bool,
 }
 
 impl Action {
@@ -42,6 +44,7 @@ impl Action {
     pub const fn requeue(delay: Duration) -> Self {
         Action {
             requeue_after: Some(delay),
+            attempted: true,
         }
     }
 
@@ -49,12 +52,28 @@ impl Action {
     pub const fn await_change() -> Self {
         Action {
             requeue_after: None,
+            attempted: true,
+        }
+    }
+
+    /// Nothing was attempted: the retry of an earlier failure is not due
+    /// for `delay`. Unlike a success, this keeps the key's failures in a
+    /// row, so the next failure backs off further.
+    pub const fn not_yet(delay: Duration) -> Self {
+        Action {
+            requeue_after: Some(delay),
+            attempted: false,
         }
     }
 
     /// When to run again unless the object changes first.
     pub const fn requeue_after(&self) -> Option<Duration> {
         self.requeue_after
+    }
+
+    /// Whether the reconcile attempted anything (see [`Action::not_yet`]).
+    pub const fn attempted(&self) -> bool {
+        self.attempted
     }
 }
 

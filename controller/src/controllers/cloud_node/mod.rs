@@ -262,7 +262,7 @@ impl Reconcile for CloudNode {
         Ok(Action::await_change())
     }
 
-    fn request_id(&self, key: &Self::Key) -> Option<String> {
+    fn request_id(&self, key: &Self::Key, _: Option<&Self::Object>) -> Option<String> {
         Some(request_id::node_named(&key.name))
     }
 }
@@ -339,7 +339,7 @@ impl Reconcile for AddressRefresh {
     }
 
     /// Each Node's calls carry that Node's id.
-    fn request_id(&self, _: &Singleton) -> Option<String> {
+    fn request_id(&self, _: &Singleton, _: Option<&Self::Object>) -> Option<String> {
         None
     }
 }

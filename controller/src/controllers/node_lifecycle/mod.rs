@@ -189,7 +189,7 @@ impl Reconcile for Passes {
     }
 
     /// Each Node's check carries that Node's id.
-    fn request_id(&self, _: &Singleton) -> Option<String> {
+    fn request_id(&self, _: &Singleton, _: Option<&Self::Object>) -> Option<String> {
         None
     }
 }

@@ -244,7 +244,7 @@ impl Reconcile for Routes {
 
     /// Each route call carries its route's or Node's id; the listing
     /// carries `routes/<cluster>`.
-    fn request_id(&self, _: &Pass) -> Option<String> {
+    fn request_id(&self, _: &Pass, _: Option<&Self::Object>) -> Option<String> {
         None
     }
 }

@@ -92,7 +92,7 @@ impl Reconcile for PvLabel {
         Ok(Action::await_change())
     }
 
-    fn request_id(&self, key: &Self::Key) -> Option<String> {
+    fn request_id(&self, key: &Self::Key, _: Option<&PersistentVolume>) -> Option<String> {
         Some(request_id::volume_named(&key.name))
     }
 }

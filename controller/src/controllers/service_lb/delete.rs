@@ -1,15 +1,12 @@
 //! Executing a Delete step, and deleting the load balancer of a Service
 //! that vanished without one.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::ObjectRef;
 
 use super::decide::{self, Call, Event, Record};
 use super::error::{SyncError, provider};
-use super::retry::Attempt;
-use super::{Action, Lb, measured, request_id};
+use super::{Action, Failed, Lb};
 
 impl Lb {
     /// Deletes the load balancer as `plan` says, then the finalizer,
@@ -53,55 +50,46 @@ impl Lb {
 /// hand. Upstream deletes the load balancer from its cache of the Service
 /// (`processServiceDeletion`); so does this, from what the Ensure was sent,
 /// when this process sent one.
-pub(super) async fn vanished(key: ObjectRef<Service>, lb: Arc<Lb>) -> Action {
-    let Some(namespace) = key.namespace.clone() else {
-        return Action::await_change();
-    };
-    let id = format!("{namespace}/{}", key.name);
-    let Some(record) = lb.records.lock().get(&id).cloned() else {
-        return Action::await_change();
-    };
-    let mut record = record.lock().await;
-    let Some(sent) = record.sent.clone() else {
-        drop(record);
-        lb.forget(&id);
-        return Action::await_change();
-    };
-    // What events and request ids refer to: the Service as it was.
-    let svc = Service {
-        metadata: kube::api::ObjectMeta {
-            namespace: Some(namespace),
-            name: Some(key.name.clone()),
-            uid: Some(sent.uid.clone()),
+impl Lb {
+    pub(super) async fn vanished(&self, key: ObjectRef<Service>) -> Result<Action, Failed> {
+        let Some(namespace) = key.namespace.clone() else {
+            return Ok(Action::await_change());
+        };
+        let id = format!("{namespace}/{}", key.name);
+        let Some(record) = self.records.lock().get(&id).cloned() else {
+            return Ok(Action::await_change());
+        };
+        let mut record = record.lock().await;
+        let Some(sent) = record.sent.clone() else {
+            drop(record);
+            self.forget(&id);
+            return Ok(Action::await_change());
+        };
+        // What events refer to: the Service as it was.
+        let svc = Service {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(namespace),
+                name: Some(key.name.clone()),
+                uid: Some(sent.uid.clone()),
+                ..Default::default()
+            },
             ..Default::default()
-        },
-        ..Default::default()
-    };
-    let turn = async {
-        let deleted = lb
+        };
+        let warnings = self
             .ctx
             .provider
-            .ensure_load_balancer_deleted(&lb.ctx.cluster_name, sent)
-            .await;
-        match deleted {
-            Ok(warnings) => {
-                lb.provider_warnings(&svc, &warnings, Call::Delete).await;
-                tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
-                lb.event(&svc, Event::deleted()).await;
-                lb.count_attempt(&id, Attempt::Succeeded);
-                // Emptied as well as forgotten: the backend loop may hold
-                // this record and must find nothing to update.
-                *record = Record::default();
-                drop(record);
-                lb.forget(&id);
-                (Action::await_change(), false)
-            }
-            Err(e) => {
-                let delay = lb.count_attempt(&id, Attempt::Failed);
-                tracing::warn!(service = %id, error = %e, retry_in = ?delay, "deleting the load balancer of a Service gone without a reconciled delete (retrying)");
-                (Action::requeue(delay), true)
-            }
-        }
-    };
-    measured(&lb, request_id::service(&svc), turn).await
+            .ensure_load_balancer_deleted(&self.ctx.cluster_name, sent)
+            .await
+            .map_err(provider("delete load balancer"))
+            .map_err(Failed::vanished)?;
+        self.provider_warnings(&svc, &warnings, Call::Delete).await;
+        tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
+        self.event(&svc, Event::deleted()).await;
+        // Emptied as well as forgotten: the backend loop may hold this
+        // record and must find nothing to update.
+        *record = Record::default();
+        drop(record);
+        self.forget(&id);
+        Ok(Action::await_change())
+    }
 }

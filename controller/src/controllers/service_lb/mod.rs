@@ -14,9 +14,10 @@
 //! an Ensure and an Update for one Service never interleave and the later
 //! one always sends the newest node set.
 //!
-//! One sync asks [`decide::plan`] once what to do (which writes, provider
-//! calls and Events, and when to come back) and executes it: [`ensure`]
-//! and [`delete`] run its steps, [`status`] does the writes and Events,
+//! The reconciler is the runtime's [`Reconcile`]: one sync asks
+//! [`decide::plan`] once what to do (which writes, provider calls and
+//! Events, and when to come back) and executes it: [`ensure`] and
+//! [`delete`] run its steps, [`status`] does the writes and Events,
 //! [`retry`] picks the wait after a failure.
 
 use std::collections::{HashMap, HashSet};
@@ -44,12 +45,10 @@ mod status;
 
 use crate::context::Context;
 use crate::request_id;
-use ccm_runtime::Action;
-use ccm_runtime::backoff::Backoff;
-use decide::{Record, Retry, Step};
-use delete::vanished;
+use ccm_runtime::{Action, Reconcile};
+use decide::{Due, Record, Retry, Step};
 pub use error::SyncError;
-use retry::Attempt;
+pub use retry::Failed;
 
 /// The backend loop starts its pass once the node set has been quiet this
 /// long: a Node's join (created, then given its providerID and labels a
@@ -71,7 +70,6 @@ struct Backends {
 pub struct Lb {
     ctx: Arc<Context>,
     records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Record>>>>,
-    backoff: Backoff,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
     /// Bumped by the node watch after each change it applied to the cache.
@@ -95,7 +93,6 @@ impl Lb {
             ctx,
             node_generation,
             records: Mutex::default(),
-            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
             reported_annotations: Mutex::default(),
             backend_cache: Mutex::default(),
             resync,
@@ -184,86 +181,117 @@ fn now() -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::now()
 }
 
-async fn reconcile(svc: Arc<Service>, lb: Arc<Lb>) -> Action {
-    let id = request_id::service(&svc);
-    measured(&lb, id, sync(svc, lb.clone())).await
-}
+impl Reconcile for Lb {
+    type Key = ObjectRef<Service>;
+    type Object = Service;
+    type Error = Failed;
 
-/// Runs one turn of the queue under its request id and counts it in the
-/// queue metrics: the action, and whether it failed.
-async fn measured(lb: &Lb, id: String, turn: impl Future<Output = (Action, bool)>) -> Action {
-    let started = std::time::Instant::now();
-    let (action, failed) = request_id::scoped(id, turn).await;
-    lb.ctx
-        .metrics
-        .queues
-        .processed("service", started.elapsed(), failed);
-    action
-}
+    const RETRY: ccm_runtime::controller::RetryPolicy = retry::RETRY;
 
-/// One sync of one Service: the action, and whether it failed.
-async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
-    let key = decide::key(&svc);
-    let Some(record) = lb.record_if(&key, decide::concerns_us(&svc)) else {
-        // Most Services: not ours, and never were.
-        return (Action::await_change(), false);
-    };
-    let mut record = record.lock().await;
-    let decide::Plan {
-        fresh_record,
-        delete_replaced,
-        fingerprint,
-        cleanup,
-        step,
-    } = decide::plan(&svc, &record, tokio::time::Instant::now(), Time(now()));
-    if fresh_record {
-        // A new Service under an old name (or a first sync): the old one's
-        // load balancer goes, and nothing we did applies to the new one.
-        if let Some(old) = delete_replaced
-            && let Err(e) = lb.delete_replaced(&svc, old).await
-        {
-            let delay = lb.count_attempt(&key, Attempt::Failed);
-            tracing::warn!(service = %key, error = %e, retry_in = ?delay, "deleting the load balancer of the Service this one replaced");
-            return (Action::requeue(delay), true);
-        }
-        *record = Record::fresh(svc.metadata.uid.clone().unwrap_or_default());
+    async fn reconcile(&self, svc: Arc<Service>) -> Result<Action, Failed> {
+        self.sync(svc).await
     }
-    let (result, deleted) = match step {
-        Step::Nothing => return (Action::await_change(), false),
-        Step::NotYet(wait) => return (Action::requeue(wait), false),
-        Step::Current => {
-            tracing::debug!(service = %key, current = true, ?record, fingerprint, "sync");
-            return (Action::await_change(), false);
+
+    fn error_policy(&self, key: &ObjectRef<Service>, failed: &Failed, failures: u32) -> Action {
+        let delay = failed.delay(failures);
+        let key = ccm_runtime::controller::KeyName::key_name(key);
+        tracing::warn!(service = %key, error = %failed.error, retry_in = ?delay, "{}", failed.what);
+        Action::requeue(delay)
+    }
+
+    async fn gone(&self, key: ObjectRef<Service>) -> Result<Action, Failed> {
+        self.vanished(key).await
+    }
+
+    /// The Service's, with its uid: the one in the cache, else (a Service
+    /// gone) the one its Ensure was sent for.
+    fn request_id(&self, key: &ObjectRef<Service>, svc: Option<&Service>) -> Option<String> {
+        if let Some(svc) = svc {
+            return Some(request_id::service(svc));
         }
-        Step::Ensure(ensure) => {
-            tracing::debug!(service = %key, current = false, ?record, fingerprint, "sync");
-            (
-                lb.ensure(&svc, &mut record, ensure, fingerprint).await,
-                None,
-            )
-        }
-        Step::Delete(delete) => (lb.delete(&svc, &delete).await, Some(delete)),
-    };
-    match result {
-        Ok(action) => {
-            lb.count_attempt(&key, Attempt::Succeeded);
-            record.retry = None;
-            (action, false)
-        }
-        Err(e) => {
-            if let Some(event) = deleted.as_ref().and_then(|d| d.failure_event(&e)) {
-                lb.event(&svc, event).await;
+        let namespace = key.namespace.clone().unwrap_or_default();
+        let record = self
+            .records
+            .lock()
+            .get(&format!("{namespace}/{}", key.name))
+            .cloned();
+        let uid = record.and_then(|r| r.try_lock().ok()?.sent.as_ref().map(|s| s.uid.clone()));
+        Some(request_id::service(&Service {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(namespace),
+                name: Some(key.name.clone()),
+                uid,
+                ..Default::default()
+            },
+            ..Default::default()
+        }))
+    }
+}
+
+impl Lb {
+    /// One sync of one Service.
+    async fn sync(&self, svc: Arc<Service>) -> Result<Action, Failed> {
+        let key = decide::key(&svc);
+        let Some(record) = self.record_if(&key, decide::concerns_us(&svc)) else {
+            // Most Services: not ours, and never were.
+            return Ok(Action::await_change());
+        };
+        let mut record = record.lock().await;
+        let decide::Plan {
+            fresh_record,
+            delete_replaced,
+            fingerprint,
+            cleanup,
+            step,
+        } = decide::plan(&svc, &record, tokio::time::Instant::now(), Time(now()));
+        if fresh_record {
+            // A new Service under an old name (or a first sync): the old
+            // one's load balancer goes, and nothing we did applies to the
+            // new one.
+            if let Some(old) = delete_replaced {
+                self.delete_replaced(&svc, old)
+                    .await
+                    .map_err(Failed::replaced)?;
             }
-            if deleted.is_none() {
-                record.ensured = None;
+            *record = Record::fresh(svc.metadata.uid.clone().unwrap_or_default());
+        }
+        let (result, deleted) = match step {
+            Step::Nothing => return Ok(Action::await_change()),
+            Step::NotYet(wait) => return Ok(Action::not_yet(wait)),
+            Step::Current => {
+                tracing::debug!(service = %key, current = true, ?record, fingerprint, "sync");
+                return Ok(Action::await_change());
             }
-            let delay = lb.failed(&svc, e, deleted.is_some()).await;
-            record.retry = Some(Retry {
-                fingerprint,
-                cleanup,
-                not_before: tokio::time::Instant::now() + delay,
-            });
-            (Action::requeue(delay), true)
+            Step::Ensure(ensure) => {
+                tracing::debug!(service = %key, current = false, ?record, fingerprint, "sync");
+                (
+                    self.ensure(&svc, &mut record, ensure, fingerprint).await,
+                    None,
+                )
+            }
+            Step::Delete(delete) => (self.delete(&svc, &delete).await, Some(delete)),
+        };
+        match result {
+            Ok(action) => {
+                record.retry = None;
+                Ok(action)
+            }
+            Err(e) => {
+                if let Some(event) = deleted.as_ref().and_then(|d| d.failure_event(&e)) {
+                    self.event(&svc, event).await;
+                }
+                if deleted.is_none() {
+                    record.ensured = None;
+                }
+                self.report_failure(&svc, &e, deleted.is_some()).await;
+                let not_before = Due::default();
+                record.retry = Some(Retry {
+                    fingerprint,
+                    cleanup,
+                    not_before: not_before.clone(),
+                });
+                Err(Failed::sync(e, not_before))
+            }
         }
     }
 }
@@ -307,18 +335,12 @@ pub async fn run(
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let (reconciling, vanishing) = (lb.clone(), lb.clone());
-    let controller = ccm_runtime::controller::legacy(
-        "service",
-        lb.ctx.metrics.queues.clone(),
-        move |svc| reconcile(svc, reconciling.clone()),
-        move |key| vanished(key, vanishing.clone()),
-    )
-    .store(store.clone())
-    .changes(crate::k8s::references(services, "services"))
-    .resyncs(resync_requests)
-    .workers(workers.into())
-    .run();
+    let controller = super::runner(&lb.ctx, lb.clone(), "service")
+        .store(store.clone())
+        .changes(crate::k8s::references(services, "services"))
+        .resyncs(resync_requests)
+        .workers(workers.into())
+        .run();
     tokio::join!(controller, backends, sweeper);
 }
 

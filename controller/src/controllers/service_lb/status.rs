@@ -1,8 +1,6 @@
 //! What the Service is told: status patches (finalizer, ingress and
 //! condition through the status subresource) and Events.
 
-use std::time::Duration;
-
 use ccm_provider_sdk::proto;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,7 +10,6 @@ use serde_json::Value;
 
 use super::decide::{self, Call, Event, Reason, Standing};
 use super::error::{SyncError, kube_op};
-use super::retry::Attempt;
 use super::{Lb, now};
 
 impl Lb {
@@ -128,9 +125,9 @@ impl Lb {
         Ok(true)
     }
 
-    /// Reports a failed sync (event and condition) and picks the delay
-    /// before the retry.
-    pub(super) async fn failed(&self, svc: &Service, err: SyncError, deleting: bool) -> Duration {
+    /// Says on the Service why a sync failed: a Warning Event, and the
+    /// condition unless the apiserver itself failed.
+    pub(super) async fn report_failure(&self, svc: &Service, err: &SyncError, deleting: bool) {
         let key = decide::key(svc);
         let note = format!("Error syncing load balancer: {err}");
         self.event(svc, Event::new(Reason::SyncLoadBalancerFailed, note))
@@ -145,8 +142,5 @@ impl Lb {
                 tracing::warn!(service = %key, error = %e, "could not record the failure on the Service");
             }
         }
-        let delay = self.count_attempt(&key, Attempt::FailedWith(&err));
-        tracing::warn!(service = %key, error = %err, retry_in = ?delay, "error processing service (retrying)");
-        delay
     }
 }

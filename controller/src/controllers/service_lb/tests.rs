@@ -8,6 +8,24 @@ use serde_json::{Value, json};
 use super::*;
 use crate::testing::*;
 
+/// One turn of the runtime's runner for `svc`, its first failure in a row
+/// if it fails: the action, and whether it failed.
+async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
+    let key = ObjectRef::from_obj(&*svc);
+    match lb.reconcile(svc).await {
+        Ok(action) => (action, false),
+        Err(e) => (lb.error_policy(&key, &e, 1), true),
+    }
+}
+
+/// One turn of the runner for a Service the store no longer has.
+async fn vanished(key: ObjectRef<Service>, lb: Arc<Lb>) -> Action {
+    match lb.gone(key.clone()).await {
+        Ok(action) => action,
+        Err(e) => lb.error_policy(&key, &e, 1),
+    }
+}
+
 /// A node generation that never moves: these tests never change nodes.
 fn unchanging() -> tokio::sync::watch::Receiver<u64> {
     tokio::sync::watch::channel(0).1

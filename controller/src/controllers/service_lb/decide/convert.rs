@@ -2,8 +2,6 @@
 //! validated as the provider's SDK would, with errors naming the Service
 //! field to fix.
 
-use std::net::IpAddr;
-
 use ccm_provider_sdk::{proto, validate};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 
@@ -37,14 +35,7 @@ fn spec_error(field: impl Into<String>, problem: impl Into<String>) -> SpecError
 }
 
 pub(super) fn parse_cidr(s: &str) -> Option<String> {
-    let (addr, len) = s.split_once('/')?;
-    let addr: IpAddr = addr.parse().ok()?;
-    if !len.bytes().all(|b| b.is_ascii_digit()) {
-        return None; // Rust's integer parser alone takes "+8"
-    }
-    let len: u8 = len.parse().ok()?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    (len <= max).then(|| format!("{addr}/{len}"))
+    crate::cidr::Cidr::parse(s).ok().map(|c| c.to_string())
 }
 
 /// The source ranges as canonical CIDRs: `spec.loadBalancerSourceRanges`,

@@ -52,11 +52,36 @@ impl Record {
 /// whether it needs cleanup). Our own status writes come back as watch
 /// events; without this they would retry at once and defeat both the
 /// backoff and the provider's RetryInfo.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
     pub fingerprint: u64,
     pub cleanup: bool,
-    pub not_before: Instant,
+    pub not_before: Due,
+}
+
+/// When a failed attempt's retry is due. The error policy chooses the
+/// delay after the failed sync has returned (from the queue's count of
+/// failures in a row), so the gate and the policy share this cell; the
+/// runtime runs the policy before the key can be worked on again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due(std::sync::Arc<std::sync::OnceLock<Instant>>);
+
+impl Due {
+    /// Due at `at`.
+    #[cfg(test)]
+    pub fn at(at: Instant) -> Due {
+        Due(std::sync::Arc::new(std::sync::OnceLock::from(at)))
+    }
+
+    /// Sets when it is due; the first setting stands.
+    pub fn set(&self, at: Instant) {
+        let _ = self.0.set(at);
+    }
+
+    /// When it is due, once set.
+    pub fn get(&self) -> Option<Instant> {
+        self.0.get().copied()
+    }
 }
 
 /// What one sync of a Service does, in order: the replaced Service's
@@ -162,10 +187,14 @@ pub fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
     let record = if fresh_record { &fresh } else { record };
     let fingerprint = fingerprint(svc);
     let cleanup = needs_cleanup(svc);
-    let step = match record.retry {
-        Some(r) if (r.fingerprint, r.cleanup) == (fingerprint, cleanup) && now < r.not_before => {
-            Step::NotYet(r.not_before - now)
-        }
+    let due = record
+        .retry
+        .as_ref()
+        .filter(|r| (r.fingerprint, r.cleanup) == (fingerprint, cleanup))
+        .and_then(|r| r.not_before.get())
+        .filter(|due| now < *due);
+    let step = match due {
+        Some(due) => Step::NotYet(due - now),
         _ if cleanup => Step::Delete(delete(svc, false)),
         _ if wants_load_balancer(svc) => {
             if record.ensured == Some(fingerprint) && has_finalizer(svc) {

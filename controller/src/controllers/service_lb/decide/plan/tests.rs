@@ -118,7 +118,7 @@ fn one_plan_per_service_state() {
         retry: Some(Retry {
             fingerprint: fingerprint(s),
             cleanup,
-            not_before: now + Duration::from_secs(in_secs),
+            not_before: Due::at(now + Duration::from_secs(in_secs)),
         }),
         ..ensured("u-1", s)
     };
