@@ -20,13 +20,31 @@ use kube::{Api, Resource};
 pub fn reflected<K>(
     api: Api<K>,
     what: &'static str,
+    modify: impl FnMut(&mut K) + Send + 'static,
+) -> (Store<K>, impl Stream<Item = ObjectRef<K>> + Send + 'static)
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    reflected_observed(api, what, modify, |_, _| {})
+}
+
+/// [`reflected`], and `observe` sees each watch event, with the store, once
+/// the store has applied it: a controller that keeps state of its own
+/// beside the store (service-lb's records) learns of a Delete, or of a
+/// relist's end, there.
+pub fn reflected_observed<K>(
+    api: Api<K>,
+    what: &'static str,
     mut modify: impl FnMut(&mut K) + Send + 'static,
+    mut observe: impl FnMut(&watcher::Event<K>, &Store<K>) + Send + 'static,
 ) -> (Store<K>, impl Stream<Item = ObjectRef<K>> + Send + 'static)
 where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
+    let applied = store.clone();
     let objects = applied_once_stored(
         watcher(api, watcher::Config::default())
             .default_backoff()
@@ -34,7 +52,12 @@ where
                 o.meta_mut().managed_fields = None;
                 modify(o);
             })
-            .reflect(writer),
+            .reflect(writer)
+            .inspect(move |ev| {
+                if let Ok(ev) = ev {
+                    observe(ev, &applied);
+                }
+            }),
     );
     (store, references(objects, what))
 }

@@ -25,13 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::NodeSet;
-use futures::TryStreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use parking_lot::Mutex;
 
 mod backends;
@@ -304,40 +303,37 @@ pub async fn run(
     workers: u16,
     orphan_sweep: Option<Duration>,
 ) {
-    let client = ctx.client.clone();
     let (resync, resync_requests) = mpsc::unbounded();
     let lb = Lb::new(ctx, node_changes.clone(), resync);
-    let (store, writer) = reflector::store();
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
-    let (watched, cached) = (lb.clone(), store.clone());
-    let services = crate::k8s::applied_once_stored(
-        watcher(Api::<Service>::all(client), watcher::Config::default())
-            .default_backoff()
-            .modify(|s: &mut Service| s.metadata.managed_fields = None)
-            .reflect(writer)
-            .inspect_ok(move |ev| match ev {
-                // Gone from the cache: see `vanished`.
-                watcher::Event::Delete(svc) => {
-                    let key = decide::key(svc);
-                    if watched.has_record(&key) {
-                        watched.resync_key(&key);
-                    }
+    let watched = lb.clone();
+    let (store, services) = ccm_runtime::watch::reflected_observed(
+        Api::<Service>::all(lb.ctx.client.clone()),
+        "services",
+        |_| {},
+        move |ev, cached| match ev {
+            // Gone from the cache: see `vanished`.
+            watcher::Event::Delete(svc) => {
+                let key = decide::key(svc);
+                if watched.has_record(&key) {
+                    watched.resync_key(&key);
                 }
-                // A relist drops what was deleted while the watch was
-                // broken without a Delete event.
-                watcher::Event::InitDone => {
-                    watched.forget_vanished(&cached.state());
-                    synced.send_replace(true);
-                }
-                _ => {}
-            }),
+            }
+            // A relist drops what was deleted while the watch was broken
+            // without a Delete event.
+            watcher::Event::InitDone => {
+                watched.forget_vanished(&cached.state());
+                synced.send_replace(true);
+            }
+            _ => {}
+        },
     );
     let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
     let controller = super::runner(&lb.ctx, lb.clone(), "service")
         .store(store.clone())
-        .changes(crate::k8s::references(services, "services"))
+        .changes(services)
         .resyncs(resync_requests)
         .workers(workers.into())
         .run();

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::testing::*;
+use kube::runtime::reflector;
 
 /// One turn of the runtime's runner for `svc`, its first failure in a row
 /// if it fails: the action, and whether it failed.
