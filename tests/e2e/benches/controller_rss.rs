@@ -4,6 +4,10 @@
 //! runs as a child process; RSS is read from /proc. `cargo bench -p ccm-e2e
 //! --bench controller_rss` (BENCH_OBJECTS=N). It reports; it asserts nothing.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,8 +17,7 @@ use ccm_testsupport::procfs::rss_kib;
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
-    ServiceSpec,
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
 };
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -150,20 +153,8 @@ async fn main() {
             }
         })
         .await;
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(run.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let services: Api<Service> = Api::namespaced(admin.clone(), &run);
+    let ns = env.namespace(&admin, "rss").await.unwrap();
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
     futures::stream::iter(0..n)
         .for_each_concurrent(32, |i| {
             let services = services.clone();

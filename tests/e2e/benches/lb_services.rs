@@ -7,15 +7,19 @@
 //! `cargo bench -p ccm-e2e --bench lb_services` (BENCH_SERVICES=N,
 //! BENCH_ENSURE_MS=M to change). It reports; it asserts nothing about speed.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{FakeConfig, Method};
-use ccm_testsupport::{TestEnv, unique_name};
+use ccm_testsupport::TestEnv;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -42,20 +46,7 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
     all_flags.extend_from_slice(flags);
     let controller = support::controller(&provider, &all_flags).await;
 
-    let ns = unique_name("bench");
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let ns = env.namespace(&admin, "bench").await.unwrap();
     let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
     let mut events = watcher::watcher(services.clone(), watcher::Config::default()).boxed();
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}

@@ -19,6 +19,7 @@ pub mod audit;
 pub mod fixtures;
 pub mod poll;
 pub mod procfs;
+pub mod raw;
 pub mod steady;
 
 pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};

@@ -69,3 +69,35 @@ impl Controller {
         self.task.await.unwrap().unwrap();
     }
 }
+
+/// Creates `n` Nodes `<run>-<i>` labelled `bench-run=<run>`, 32 at a time,
+/// each with `spec(i)`.
+pub async fn create_nodes(
+    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    run: &str,
+    n: usize,
+    spec: impl Fn(usize) -> k8s_openapi::api::core::v1::NodeSpec,
+) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{ObjectMeta, PostParams};
+    let spec = &spec;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let nodes = nodes.clone();
+            let run = run.to_owned();
+            async move {
+                let node = Node {
+                    metadata: ObjectMeta {
+                        name: Some(format!("{run}-{i}")),
+                        labels: Some([("bench-run".to_string(), run)].into()),
+                        ..Default::default()
+                    },
+                    spec: Some(spec(i)),
+                    ..Default::default()
+                };
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+        })
+        .await;
+}

@@ -232,7 +232,7 @@ fn helm_template_output_matches_the_golden_files() {
     assert!(
         failures.is_empty(),
         "{}\nIf the change is intended, regenerate the golden files and review them:\n  \
-         UPDATE_GOLDEN=1 cargo test -p ccm-e2e --test helm_chart helm_template_output_matches_the_golden_files\n  \
+         UPDATE_GOLDEN=1 cargo test -p ccm-e2e --test e2e helm_chart::helm_template_output_matches_the_golden_files\n  \
          git diff {GOLDEN}",
         failures.join("\n")
     );
@@ -787,7 +787,8 @@ fn series_and_labels_are_read_from_expressions() {
 /// install against the test apiserver (helm asks it for its version).
 #[test]
 fn notes_say_how_to_check_the_rollout_the_leader_and_readiness() {
-    let env = ccm_testsupport::TestEnv::get();
+    let control_plane = crate::common::ControlPlane::shared_blocking();
+    let env = control_plane.env();
     let kubeconfig = format!("--kubeconfig={}", env.kubeconfig().display());
     // The ServiceMonitor and PrometheusRule are left out: helm install
     // refuses kinds the cluster has no CRD for.
