@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ccm_provider_sdk::proto::{self, *};
+use ccm_provider_sdk::proto::*;
 use ccm_provider_sdk::{ClientError, ClientOptions, Existence, ProviderClient, bind_socket};
+use ccm_testsupport::raw::RawIdentity;
 use prost::Message;
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -74,42 +75,6 @@ fn addresses(n: usize) -> Vec<NodeAddress> {
             address: format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255),
         })
         .collect()
-}
-
-#[tonic::async_trait]
-impl identity_service_server::IdentityService for Hostile {
-    async fn get_provider_info(
-        &self,
-        _: Request<GetProviderInfoRequest>,
-    ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        Ok(Response::new(GetProviderInfoResponse {
-            name: "hostile".into(),
-            vendor_version: "0".into(),
-            provider_id_scheme: "hostile".into(),
-            contract_version: proto::CONTRACT_VERSION.into(),
-            ..Default::default()
-        }))
-    }
-    async fn get_provider_capabilities(
-        &self,
-        _: Request<GetProviderCapabilitiesRequest>,
-    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetProviderCapabilitiesResponse {
-            capabilities: vec![
-                Capability::Instances as i32,
-                Capability::LoadBalancers as i32,
-                Capability::ListLoadBalancers as i32,
-                Capability::Routes as i32,
-            ],
-            annotations: None,
-        }))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse {
-            state: ProbeState::Ready as i32,
-            message: String::new(),
-        }))
-    }
 }
 
 #[tonic::async_trait]
@@ -312,13 +277,23 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
     rt.block_on(async move {
         let listener = bind_socket(socket, 0o600).await.unwrap();
         bound();
-        use identity_service_server::IdentityServiceServer;
         use instances_service_server::InstancesServiceServer;
         use load_balancer_service_server::LoadBalancerServiceServer;
         use routes_service_server::RoutesServiceServer;
         let max = ccm_provider_sdk::MAX_MESSAGE_BYTES;
         let _ = tonic::transport::Server::builder()
-            .add_service(IdentityServiceServer::new(provider.clone()))
+            .add_service(
+                RawIdentity::new(
+                    "hostile",
+                    &[
+                        Capability::Instances,
+                        Capability::LoadBalancers,
+                        Capability::ListLoadBalancers,
+                        Capability::Routes,
+                    ],
+                )
+                .server(),
+            )
             .add_service(
                 InstancesServiceServer::new(provider.clone()).max_encoding_message_size(max),
             )
