@@ -8,6 +8,8 @@
 // outright and takes no lock (tests/e2e/clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,9 +18,7 @@ use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
 use ccm_testsupport::procfs::rss_kib;
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
@@ -155,31 +155,8 @@ async fn main() {
         .await;
     let ns = env.namespace(&admin, "rss").await.unwrap();
     let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let services = services.clone();
-            async move {
-                let svc = Service {
-                    metadata: ObjectMeta {
-                        name: Some(format!("lb-{i}")),
-                        ..Default::default()
-                    },
-                    spec: Some(ServiceSpec {
-                        type_: Some("LoadBalancer".into()),
-                        ports: Some(vec![ServicePort {
-                            port: 80,
-                            ..Default::default()
-                        }]),
-                        // 5,000 would not fit the 2,768 node ports.
-                        allocate_load_balancer_node_ports: Some(false),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                services.create(&PostParams::default(), &svc).await.unwrap();
-            }
-        })
-        .await;
+    // 5,000 would not fit the 2,768 node ports.
+    support::create_lb_services(&services, n, Some(false)).await;
     // Converged: every Service has a load balancer and every Node a route.
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {

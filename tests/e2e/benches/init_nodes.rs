@@ -100,15 +100,8 @@ async fn run(n: usize, flags: &[&str]) {
 
 #[tokio::main]
 async fn main() {
-    // RUST_LOG=warn shows the controller's retries, if any.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
-    let n: usize = std::env::var("BENCH_NODES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    support::init_tracing();
+    let n = support::env_count("BENCH_NODES", 1000);
     // Upstream's defaults (20 QPS, burst 30, one worker), then limits lifted.
     run(
         n,

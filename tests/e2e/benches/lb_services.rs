@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ccm_fake_provider::{FakeConfig, Method};
 use ccm_testsupport::TestEnv;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -52,29 +52,7 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
 
     let start = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let services = services.clone();
-            async move {
-                let svc = Service {
-                    metadata: ObjectMeta {
-                        name: Some(format!("lb-{i}")),
-                        ..Default::default()
-                    },
-                    spec: Some(ServiceSpec {
-                        type_: Some("LoadBalancer".into()),
-                        ports: Some(vec![ServicePort {
-                            port: 80,
-                            ..Default::default()
-                        }]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                services.create(&PostParams::default(), &svc).await.unwrap();
-            }
-        })
-        .await;
+    support::create_lb_services(&services, n, None).await;
     let created = start.elapsed();
 
     // Every Apply after the one that created a Service is a write to it.
@@ -138,10 +116,7 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
+    support::init_tracing();
     let env = |k: &str, d: u64| {
         std::env::var(k)
             .ok()

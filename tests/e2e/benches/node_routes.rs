@@ -114,14 +114,8 @@ async fn run(n: usize, nodes_first: bool) {
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
-    let n: usize = std::env::var("BENCH_NODES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    support::init_tracing();
+    let n = support::env_count("BENCH_NODES", 1000);
     run(n, true).await;
     run(n, false).await;
 }

@@ -101,3 +101,57 @@ pub async fn create_nodes(
         })
         .await;
 }
+
+/// The controller's logs on stderr, as RUST_LOG says (RUST_LOG=warn shows
+/// its retries, if any).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The count in the environment variable `name`, else `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Creates `n` Services `lb-<i>` of type LoadBalancer (port 80), 32 at a
+/// time; `allocate_node_ports: Some(false)` for more than the node-port
+/// range holds.
+pub async fn create_lb_services(
+    services: &kube::Api<k8s_openapi::api::core::v1::Service>,
+    n: usize,
+    allocate_node_ports: Option<bool>,
+) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    use kube::api::{ObjectMeta, PostParams};
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let services = services.clone();
+            async move {
+                let svc = Service {
+                    metadata: ObjectMeta {
+                        name: Some(format!("lb-{i}")),
+                        ..Default::default()
+                    },
+                    spec: Some(ServiceSpec {
+                        type_: Some("LoadBalancer".into()),
+                        ports: Some(vec![ServicePort {
+                            port: 80,
+                            ..Default::default()
+                        }]),
+                        allocate_load_balancer_node_ports: allocate_node_ports,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                services.create(&PostParams::default(), &svc).await.unwrap();
+            }
+        })
+        .await;
+}

@@ -781,3 +781,34 @@ pub async fn process_identity(
         .await
         .unwrap();
 }
+
+/// The YAML documents of a rendered manifest, empty ones left out.
+pub fn docs(manifests: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(manifests)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &serde_yaml::Value| !v.is_null())
+        .collect()
+}
+
+/// The first document of `kind`.
+pub fn find<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> &'a serde_yaml::Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+/// Deletes the Service and waits until it is gone (its load balancer
+/// finalizer released).
+pub async fn delete_service_and_wait(services: &Api<Service>, name: &str) {
+    services
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service gone (finalizer released)", || async {
+        match services.get_opt(name).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
+        }
+    })
+    .await;
+}

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use ccm_testsupport::TestEnv;
 
-use crate::common::ControlPlane;
+use crate::common::{ControlPlane, docs, find};
 use serde_yaml::Value;
 
 fn repo() -> PathBuf {
@@ -68,19 +68,6 @@ fn server_dry_run(manifests: &str) -> String {
             ]),
         Some(manifests),
     )
-}
-
-fn docs(manifests: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(manifests)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
 }
 
 fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {

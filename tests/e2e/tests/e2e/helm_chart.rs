@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::{docs, find};
 use cloud_controller_manager::config::{ControllerName, enabled_controllers};
 use serde_yaml::Value;
 
@@ -108,19 +109,6 @@ fn values_flag(values: Option<&str>) -> Vec<String> {
         .map(|v| format!("--values={v}"))
         .into_iter()
         .collect()
-}
-
-fn docs(manifests: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(manifests)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
 }
 
 fn read(path: &str) -> String {

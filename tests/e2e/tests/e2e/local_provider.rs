@@ -21,7 +21,7 @@ use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::{built_binary, unique_name};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -289,17 +289,7 @@ async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabe
     );
 
     // Deleting the Service closes the listener and frees the address.
-    services
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Service gone (finalizer released)", || async {
-        match services.get_opt(&name).await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
-        }
-    })
-    .await;
+    delete_service_and_wait(&services, &name).await;
     assert!(connect(vip).await.is_err(), "the VIP no longer answers");
     let client =
         ProviderClient::connect_lazy(&provider.endpoint, ClientOptions::default()).unwrap();

@@ -136,17 +136,7 @@ async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme
         assert_eq!(listed.len(), 1, "{listed:?}");
     }
 
-    services
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Service gone (finalizer released)", || async {
-        match services.get_opt(&name).await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
-        }
-    })
-    .await;
+    delete_service_and_wait(&services, &name).await;
     if lists {
         let listed = client.list_load_balancers("kubernetes").await.unwrap();
         assert!(listed.is_empty(), "load balancer left behind: {listed:?}");
