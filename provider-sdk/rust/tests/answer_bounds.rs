@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ccm_provider_sdk::proto::*;
 use ccm_provider_sdk::{ClientError, ClientOptions, Existence, ProviderClient, bind_socket};
-use ccm_testsupport::raw::RawIdentity;
+use ccm_testsupport::raw::{ListingOnly, RawIdentity, RawListing};
 use prost::Message;
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -139,45 +139,15 @@ impl Hostile {
 }
 
 #[tonic::async_trait]
-impl load_balancer_service_server::LoadBalancerService for Hostile {
-    async fn get_load_balancer(
-        &self,
-        _: Request<GetLoadBalancerRequest>,
-    ) -> Result<Response<GetLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn get_load_balancer_name(
-        &self,
-        _: Request<GetLoadBalancerNameRequest>,
-    ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn ensure_load_balancer(
-        &self,
-        _: Request<EnsureLoadBalancerRequest>,
-    ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn put_node_set(
-        &self,
-        _: Request<PutNodeSetRequest>,
-    ) -> Result<Response<PutNodeSetResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn update_load_balancer(
-        &self,
-        _: Request<UpdateLoadBalancerRequest>,
-    ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn ensure_load_balancer_deleted(
+impl RawListing for Hostile {
+    async fn delete(
         &self,
         _: Request<EnsureLoadBalancerDeletedRequest>,
     ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
         self.deletes.fetch_add(1, Ordering::SeqCst);
         Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
     }
-    async fn list_load_balancers(
+    async fn list(
         &self,
         request: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
@@ -278,7 +248,6 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
         let listener = bind_socket(socket, 0o600).await.unwrap();
         bound();
         use instances_service_server::InstancesServiceServer;
-        use load_balancer_service_server::LoadBalancerServiceServer;
         use routes_service_server::RoutesServiceServer;
         let max = ccm_provider_sdk::MAX_MESSAGE_BYTES;
         let _ = tonic::transport::Server::builder()
@@ -297,9 +266,7 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
             .add_service(
                 InstancesServiceServer::new(provider.clone()).max_encoding_message_size(max),
             )
-            .add_service(
-                LoadBalancerServiceServer::new(provider.clone()).max_encoding_message_size(max),
-            )
+            .add_service(ListingOnly::server(provider.clone()).max_encoding_message_size(max))
             .add_service(RoutesServiceServer::new(provider))
             .serve_with_incoming(UnixListenerStream::new(listener))
             .await;

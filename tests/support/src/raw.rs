@@ -69,6 +69,80 @@ impl identity_service_server::IdentityService for RawIdentity {
     }
 }
 
+/// What a listing-only load balancer service answers (see [`ListingOnly`]).
+#[tonic::async_trait]
+pub trait RawListing: Send + Sync + 'static {
+    async fn list(
+        &self,
+        request: Request<ListLoadBalancersRequest>,
+    ) -> Result<Response<ListLoadBalancersResponse>, Status>;
+
+    async fn delete(
+        &self,
+        request: Request<EnsureLoadBalancerDeletedRequest>,
+    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status>;
+}
+
+/// A load balancer service that only lists and deletes, as the orphan
+/// sweep does; every other call answers UNIMPLEMENTED.
+pub struct ListingOnly<T>(pub T);
+
+impl<T: RawListing> ListingOnly<T> {
+    pub fn server(listing: T) -> load_balancer_service_server::LoadBalancerServiceServer<Self> {
+        load_balancer_service_server::LoadBalancerServiceServer::new(ListingOnly(listing))
+    }
+}
+
+fn unused<T>() -> Result<Response<T>, Status> {
+    Err(Status::unimplemented("unused"))
+}
+
+#[tonic::async_trait]
+impl<T: RawListing> load_balancer_service_server::LoadBalancerService for ListingOnly<T> {
+    async fn get_load_balancer(
+        &self,
+        _: Request<GetLoadBalancerRequest>,
+    ) -> Result<Response<GetLoadBalancerResponse>, Status> {
+        unused()
+    }
+    async fn get_load_balancer_name(
+        &self,
+        _: Request<GetLoadBalancerNameRequest>,
+    ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
+        unused()
+    }
+    async fn ensure_load_balancer(
+        &self,
+        _: Request<EnsureLoadBalancerRequest>,
+    ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
+        unused()
+    }
+    async fn put_node_set(
+        &self,
+        _: Request<PutNodeSetRequest>,
+    ) -> Result<Response<PutNodeSetResponse>, Status> {
+        unused()
+    }
+    async fn update_load_balancer(
+        &self,
+        _: Request<UpdateLoadBalancerRequest>,
+    ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
+        unused()
+    }
+    async fn ensure_load_balancer_deleted(
+        &self,
+        request: Request<EnsureLoadBalancerDeletedRequest>,
+    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
+        self.0.delete(request).await
+    }
+    async fn list_load_balancers(
+        &self,
+        request: Request<ListLoadBalancersRequest>,
+    ) -> Result<Response<ListLoadBalancersResponse>, Status> {
+        self.0.list(request).await
+    }
+}
+
 /// A raw provider serving on a fresh Unix socket (in a directory of its
 /// own) until [`RawServer::stop`], or until dropped.
 pub struct RawServer {

@@ -136,7 +136,7 @@ mod tests {
 
     use ccm_provider_sdk::proto::*;
     use ccm_provider_sdk::{ClientError, ClientOptions, ProviderClient};
-    use ccm_testsupport::raw::{RawIdentity, RawServer};
+    use ccm_testsupport::raw::{ListingOnly, RawIdentity, RawListing, RawServer};
     use futures::channel::mpsc;
     use kube::runtime::reflector;
     use tonic::{Request, Response, Status};
@@ -155,45 +155,15 @@ mod tests {
     }
 
     #[tonic::async_trait]
-    impl load_balancer_service_server::LoadBalancerService for Listing {
-        async fn get_load_balancer(
-            &self,
-            _: Request<GetLoadBalancerRequest>,
-        ) -> Result<Response<GetLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn get_load_balancer_name(
-            &self,
-            _: Request<GetLoadBalancerNameRequest>,
-        ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn ensure_load_balancer(
-            &self,
-            _: Request<EnsureLoadBalancerRequest>,
-        ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn put_node_set(
-            &self,
-            _: Request<PutNodeSetRequest>,
-        ) -> Result<Response<PutNodeSetResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn update_load_balancer(
-            &self,
-            _: Request<UpdateLoadBalancerRequest>,
-        ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn ensure_load_balancer_deleted(
+    impl RawListing for Listing {
+        async fn delete(
             &self,
             _: Request<EnsureLoadBalancerDeletedRequest>,
         ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
             self.deletes.fetch_add(1, Ordering::SeqCst);
             Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
         }
-        async fn list_load_balancers(
+        async fn list(
             &self,
             _: Request<ListLoadBalancersRequest>,
         ) -> Result<Response<ListLoadBalancersResponse>, Status> {
@@ -228,9 +198,7 @@ mod tests {
         let server = RawServer::start(
             tonic::transport::Server::builder()
                 .add_service(identity.server())
-                .add_service(
-                    load_balancer_service_server::LoadBalancerServiceServer::new(provider),
-                ),
+                .add_service(ListingOnly::server(provider)),
         );
         let client =
             ProviderClient::connect_lazy(&server.endpoint, ClientOptions::default()).unwrap();
