@@ -9,8 +9,7 @@ use std::time::Duration;
 use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     self, Capability, InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress,
-    NodeAddressType, NodeRef, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
-    Warning,
+    NodeAddressType, NodeRef, Service, Warning,
 };
 use ccm_provider_sdk::{
     CallContext, ClientError, ClientOptions, Existence, Identity, Instances, LbAnswer,
@@ -219,20 +218,7 @@ fn node(name: &str) -> NodeRef {
 }
 
 fn service() -> Service {
-    Service {
-        namespace: "default".into(),
-        name: "web".into(),
-        uid: "1f6c0b4e-0000-4000-8000-000000000001".into(),
-        ports: vec![ServicePort {
-            protocol: Protocol::Tcp as i32,
-            port: 80,
-            node_port: 30080,
-            ..Default::default()
-        }],
-        external_traffic_policy: TrafficPolicy::Cluster as i32,
-        session_affinity: SessionAffinity::None as i32,
-        ..Default::default()
-    }
+    ccm_testsupport::proto_service("default", "web", "1f6c0b4e-0000-4000-8000-000000000001")
 }
 
 #[tokio::test]
