@@ -20,9 +20,9 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, oneshot};
 
-/// Held shared by tests that only read or write in namespaces of their own,
-/// exclusively by tests that run a controller (it acts on every Node and
-/// Service it sees) or write cluster-scoped objects.
+/// Held exclusively by tests that run a controller (it acts on every Node,
+/// Service and PersistentVolume it sees) or create those kinds of objects,
+/// shared by the others.
 static LOCK: RwLock<()> = RwLock::const_new(());
 
 /// A test's hold on the process's control plane: the only way the tests
@@ -34,7 +34,7 @@ pub struct ControlPlane {
     env: &'static TestEnv,
     /// Exclusive holds: the objects that existed when the hold began.
     before: Option<Existing>,
-    // Declared last: released after the clean-up in `drop`.
+    // Dropped after `drop` has run: the lock outlives the clean-up.
     _shared: Option<RwLockReadGuard<'static, ()>>,
     _exclusive: Option<RwLockWriteGuard<'static, ()>>,
 }
@@ -50,8 +50,9 @@ struct Existing {
 const CLEANUP: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ControlPlane {
-    /// For a test that runs a controller or writes cluster-scoped objects:
-    /// no other test holds the control plane meanwhile.
+    /// For a test that runs a controller or creates Nodes, Services of type
+    /// LoadBalancer or PersistentVolumes: no other test holds the control
+    /// plane meanwhile.
     pub async fn exclusive() -> ControlPlane {
         let guard = LOCK.write().await;
         let env = control_plane();
@@ -69,8 +70,8 @@ impl ControlPlane {
         }
     }
 
-    /// For a test that only reads, or writes in a namespace of its own, and
-    /// runs no controller: other such tests run alongside.
+    /// For a test that runs no controller and creates none of the objects
+    /// controllers act on: other such tests run alongside.
     pub async fn shared() -> ControlPlane {
         let guard = LOCK.read().await;
         Self::with_shared(guard)

@@ -5,12 +5,16 @@
 //! `cargo test -p ccm-e2e --test e2e -- service_lb::`.
 //!
 //! Every test reaches the control plane through [`common::ControlPlane`] (or
-//! a [`common::Harness`], which holds one): an exclusive one for a test that
-//! runs a controller or writes cluster-scoped objects, a shared one for a
-//! test that only reads or writes in a namespace of its own. So no test can
-//! forget the lock, and each exclusive holder deletes, when it is done, the
-//! cluster-scoped objects created while it held the control plane (nothing
-//! else).
+//! a [`common::Harness`], which holds one): an exclusive hold for a test that
+//! runs a controller or creates what controllers act on (Nodes, Services of
+//! type LoadBalancer, PersistentVolumes), a shared one for the others. So no
+//! test can forget the lock, and each exclusive holder deletes, when it is
+//! done, the Nodes, Services and PersistentVolumes created while it held the
+//! control plane, and nothing else.
+//!
+//! No test needs a process of its own: the controller's logs go to one
+//! `try_init` subscriber, and nothing sets environment variables or takes
+//! fixed ports.
 
 mod common;
 
