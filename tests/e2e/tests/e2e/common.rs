@@ -40,10 +40,20 @@ pub struct ControlPlane {
 }
 
 /// The uids of the kinds an exclusive hold cleans up.
-struct Existing {
+pub(crate) struct Existing {
     nodes: BTreeSet<String>,
     services: BTreeSet<String>,
     volumes: BTreeSet<String>,
+}
+
+impl Existing {
+    pub(crate) async fn now(admin: &Client) -> Existing {
+        Existing {
+            nodes: uids(&Api::<Node>::all(admin.clone())).await,
+            services: uids(&Api::<Service>::all(admin.clone())).await,
+            volumes: uids(&Api::<PersistentVolume>::all(admin.clone())).await,
+        }
+    }
 }
 
 /// How long the clean-up of an exclusive hold may take.
@@ -57,11 +67,7 @@ impl ControlPlane {
         let guard = LOCK.write().await;
         let env = control_plane();
         let admin = env.admin_client().await.unwrap();
-        let before = Existing {
-            nodes: uids(&Api::<Node>::all(admin.clone())).await,
-            services: uids(&Api::<Service>::all(admin.clone())).await,
-            volumes: uids(&Api::<PersistentVolume>::all(admin)).await,
-        };
+        let before = Existing::now(&admin).await;
         ControlPlane {
             env,
             before: Some(before),
@@ -151,7 +157,7 @@ impl Drop for ControlPlane {
 /// `before`, finalizers first (no kube-controller-manager runs here to
 /// remove the apiserver's pv-protection one, and a stopped controller
 /// cannot remove its own).
-async fn delete_created(env: &TestEnv, before: &Existing) -> Result<(), String> {
+pub(crate) async fn delete_created(env: &TestEnv, before: &Existing) -> Result<(), String> {
     let admin = env.admin_client().await.map_err(|e| format!("{e:#}"))?;
     delete_new(Api::<Node>::all(admin.clone()), &before.nodes, false).await?;
     for svc in Api::<Service>::all(admin.clone())

@@ -21,6 +21,7 @@ mod common;
 mod capabilities;
 mod control_plane;
 mod deploy_manifests;
+mod harness;
 mod helm_chart;
 mod kube_client;
 mod leader_election;
