@@ -140,13 +140,6 @@ impl Hostile {
 
 #[tonic::async_trait]
 impl RawListing for Hostile {
-    async fn delete(
-        &self,
-        _: Request<EnsureLoadBalancerDeletedRequest>,
-    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-        self.deletes.fetch_add(1, Ordering::SeqCst);
-        Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
-    }
     async fn list(
         &self,
         request: Request<ListLoadBalancersRequest>,
@@ -266,7 +259,10 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
             .add_service(
                 InstancesServiceServer::new(provider.clone()).max_encoding_message_size(max),
             )
-            .add_service(ListingOnly::server(provider.clone()).max_encoding_message_size(max))
+            .add_service(
+                ListingOnly::server(provider.clone(), provider.deletes.clone())
+                    .max_encoding_message_size(max),
+            )
             .add_service(RoutesServiceServer::new(provider))
             .serve_with_incoming(UnixListenerStream::new(listener))
             .await;

@@ -69,27 +69,32 @@ impl identity_service_server::IdentityService for RawIdentity {
     }
 }
 
-/// What a listing-only load balancer service answers (see [`ListingOnly`]).
+/// How a listing-only load balancer service lists (see [`ListingOnly`]).
 #[tonic::async_trait]
 pub trait RawListing: Send + Sync + 'static {
     async fn list(
         &self,
         request: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status>;
-
-    async fn delete(
-        &self,
-        request: Request<EnsureLoadBalancerDeletedRequest>,
-    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status>;
 }
 
 /// A load balancer service that only lists and deletes, as the orphan
-/// sweep does; every other call answers UNIMPLEMENTED.
-pub struct ListingOnly<T>(pub T);
+/// sweep does: each delete succeeds and is counted in `deletes`; every
+/// other call answers UNIMPLEMENTED.
+pub struct ListingOnly<T> {
+    listing: T,
+    deletes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
 
 impl<T: RawListing> ListingOnly<T> {
-    pub fn server(listing: T) -> load_balancer_service_server::LoadBalancerServiceServer<Self> {
-        load_balancer_service_server::LoadBalancerServiceServer::new(ListingOnly(listing))
+    pub fn server(
+        listing: T,
+        deletes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) -> load_balancer_service_server::LoadBalancerServiceServer<Self> {
+        load_balancer_service_server::LoadBalancerServiceServer::new(ListingOnly {
+            listing,
+            deletes,
+        })
     }
 }
 
@@ -131,15 +136,17 @@ impl<T: RawListing> load_balancer_service_server::LoadBalancerService for Listin
     }
     async fn ensure_load_balancer_deleted(
         &self,
-        request: Request<EnsureLoadBalancerDeletedRequest>,
+        _: Request<EnsureLoadBalancerDeletedRequest>,
     ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-        self.0.delete(request).await
+        self.deletes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
     }
     async fn list_load_balancers(
         &self,
         request: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
-        self.0.list(request).await
+        self.listing.list(request).await
     }
 }
 

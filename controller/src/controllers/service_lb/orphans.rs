@@ -156,13 +156,6 @@ mod tests {
 
     #[tonic::async_trait]
     impl RawListing for Listing {
-        async fn delete(
-            &self,
-            _: Request<EnsureLoadBalancerDeletedRequest>,
-        ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-            self.deletes.fetch_add(1, Ordering::SeqCst);
-            Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
-        }
         async fn list(
             &self,
             _: Request<ListLoadBalancersRequest>,
@@ -189,6 +182,7 @@ mod tests {
     /// Serves `provider` (with an identity announcing cluster ids and the
     /// listing capability) and returns a client of it.
     fn serve(provider: Listing) -> (RawServer, ProviderClient) {
+        let deletes = provider.deletes.clone();
         let mut identity = RawIdentity::new(
             "listing",
             &[Capability::LoadBalancers, Capability::ListLoadBalancers],
@@ -198,7 +192,7 @@ mod tests {
         let server = RawServer::start(
             tonic::transport::Server::builder()
                 .add_service(identity.server())
-                .add_service(ListingOnly::server(provider)),
+                .add_service(ListingOnly::server(provider, deletes)),
         );
         let client =
             ProviderClient::connect_lazy(&server.endpoint, ClientOptions::default()).unwrap();
