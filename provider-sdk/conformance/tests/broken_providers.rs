@@ -12,18 +12,17 @@ use ccm_provider_sdk::proto::{
     self, Capability, EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerDeletedResponse,
     EnsureLoadBalancerRequest, EnsureLoadBalancerResponse, GetLoadBalancerNameRequest,
     GetLoadBalancerNameResponse, GetLoadBalancerRequest, GetLoadBalancerResponse,
-    GetProviderCapabilitiesRequest, GetProviderCapabilitiesResponse, GetProviderInfoRequest,
-    GetProviderInfoResponse, InstanceExistence, InstanceExistsRequest, InstanceExistsResponse,
-    InstanceMetadata, InstanceMetadataRequest, InstanceMetadataResponse, InstanceShutdownRequest,
+    InstanceExistence, InstanceExistsRequest, InstanceExistsResponse, InstanceMetadata,
+    InstanceMetadataRequest, InstanceMetadataResponse, InstanceShutdownRequest,
     InstanceShutdownResponse, InstanceShutdownState, ListClustersRequest, ListClustersResponse,
     ListLoadBalancersRequest, ListLoadBalancersResponse, LoadBalancerExistence,
     LoadBalancerIngress, LoadBalancerStatus, LoadBalancerUpdated, MasterRequest, MasterResponse,
-    NodeAddress, NodeAddressType, NodeRef, ProbeRequest, ProbeResponse, ProbeState,
-    UpdateLoadBalancerRequest, UpdateLoadBalancerResponse, clusters_service_server,
-    ensure_load_balancer_response, identity_service_server, instances_service_server,
+    NodeAddress, NodeAddressType, NodeRef, UpdateLoadBalancerRequest, UpdateLoadBalancerResponse,
+    clusters_service_server, ensure_load_balancer_response, instances_service_server,
     load_balancer_service_server, update_load_balancer_response,
 };
 use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError, validate};
+use ccm_testsupport::raw::RawIdentity;
 use tonic::{Request, Response, Status};
 
 const KNOWN_NODE: &str = "conformance-node-1";
@@ -53,8 +52,6 @@ struct Bugs {
 #[derive(Clone, Default)]
 struct RawCloud {
     bugs: Bugs,
-    /// What GetProviderInfo declares; `None`: this revision's.
-    contract_version: Option<&'static str>,
     lbs: Arc<Mutex<HashMap<(String, String), LoadBalancerStatus>>>,
 }
 
@@ -109,46 +106,6 @@ impl RawCloud {
                 ..Default::default()
             }],
         }
-    }
-}
-
-#[tonic::async_trait]
-impl identity_service_server::IdentityService for RawCloud {
-    async fn get_provider_info(
-        &self,
-        _: Request<GetProviderInfoRequest>,
-    ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        Ok(Response::new(GetProviderInfoResponse {
-            name: "raw".into(),
-            vendor_version: "0.0.1".into(),
-            provider_id_scheme: "raw".into(),
-            contract_version: self
-                .contract_version
-                .unwrap_or(proto::CONTRACT_VERSION)
-                .into(),
-            ..Default::default()
-        }))
-    }
-
-    async fn get_provider_capabilities(
-        &self,
-        _: Request<GetProviderCapabilitiesRequest>,
-    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetProviderCapabilitiesResponse {
-            capabilities: vec![
-                Capability::Instances as i32,
-                Capability::LoadBalancers as i32,
-                Capability::Clusters as i32,
-            ],
-            annotations: None,
-        }))
-    }
-
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse {
-            state: ProbeState::Ready as i32,
-            message: String::new(),
-        }))
     }
 }
 
@@ -355,26 +312,37 @@ fn serve(bugs: Bugs) -> common::Served {
     serve_declaring(bugs, None)
 }
 
+/// `contract_version`: what GetProviderInfo declares; `None`: this
+/// revision's.
 fn serve_declaring(bugs: Bugs, contract_version: Option<&'static str>) -> common::Served {
     let cloud = RawCloud {
         bugs,
-        contract_version,
         ..Default::default()
     };
+    let mut identity = RawIdentity::new(
+        "raw",
+        &[
+            Capability::Instances,
+            Capability::LoadBalancers,
+            Capability::Clusters,
+        ],
+    );
+    identity.info.vendor_version = "0.0.1".into();
+    if let Some(v) = contract_version {
+        identity.info.contract_version = v.into();
+    }
     let (_, health) = tonic_health::server::health_reporter();
-    let routes = tonic::service::Routes::new(identity_service_server::IdentityServiceServer::new(
-        cloud.clone(),
-    ))
-    .add_service(
-        instances_service_server::InstancesServiceServer::new(cloud.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES),
-    )
-    .add_service(
-        load_balancer_service_server::LoadBalancerServiceServer::new(cloud.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES),
-    )
-    .add_service(clusters_service_server::ClustersServiceServer::new(cloud))
-    .add_service(health);
+    let routes = tonic::service::Routes::new(identity.server())
+        .add_service(
+            instances_service_server::InstancesServiceServer::new(cloud.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(
+            load_balancer_service_server::LoadBalancerServiceServer::new(cloud.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(clusters_service_server::ClustersServiceServer::new(cloud))
+        .add_service(health);
     common::serve_routes(routes)
 }
 

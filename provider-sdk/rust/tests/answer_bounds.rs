@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ccm_provider_sdk::proto::{self, *};
+use ccm_provider_sdk::proto::*;
 use ccm_provider_sdk::{ClientError, ClientOptions, Existence, ProviderClient, bind_socket};
+use ccm_testsupport::raw::{ListingOnly, RawIdentity, RawListing};
 use prost::Message;
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -77,42 +78,6 @@ fn addresses(n: usize) -> Vec<NodeAddress> {
 }
 
 #[tonic::async_trait]
-impl identity_service_server::IdentityService for Hostile {
-    async fn get_provider_info(
-        &self,
-        _: Request<GetProviderInfoRequest>,
-    ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        Ok(Response::new(GetProviderInfoResponse {
-            name: "hostile".into(),
-            vendor_version: "0".into(),
-            provider_id_scheme: "hostile".into(),
-            contract_version: proto::CONTRACT_VERSION.into(),
-            ..Default::default()
-        }))
-    }
-    async fn get_provider_capabilities(
-        &self,
-        _: Request<GetProviderCapabilitiesRequest>,
-    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetProviderCapabilitiesResponse {
-            capabilities: vec![
-                Capability::Instances as i32,
-                Capability::LoadBalancers as i32,
-                Capability::ListLoadBalancers as i32,
-                Capability::Routes as i32,
-            ],
-            annotations: None,
-        }))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse {
-            state: ProbeState::Ready as i32,
-            message: String::new(),
-        }))
-    }
-}
-
-#[tonic::async_trait]
 impl instances_service_server::InstancesService for Hostile {
     async fn instance_exists(
         &self,
@@ -174,45 +139,8 @@ impl Hostile {
 }
 
 #[tonic::async_trait]
-impl load_balancer_service_server::LoadBalancerService for Hostile {
-    async fn get_load_balancer(
-        &self,
-        _: Request<GetLoadBalancerRequest>,
-    ) -> Result<Response<GetLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn get_load_balancer_name(
-        &self,
-        _: Request<GetLoadBalancerNameRequest>,
-    ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn ensure_load_balancer(
-        &self,
-        _: Request<EnsureLoadBalancerRequest>,
-    ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn put_node_set(
-        &self,
-        _: Request<PutNodeSetRequest>,
-    ) -> Result<Response<PutNodeSetResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn update_load_balancer(
-        &self,
-        _: Request<UpdateLoadBalancerRequest>,
-    ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
-        Err(Status::unimplemented("unused"))
-    }
-    async fn ensure_load_balancer_deleted(
-        &self,
-        _: Request<EnsureLoadBalancerDeletedRequest>,
-    ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-        self.deletes.fetch_add(1, Ordering::SeqCst);
-        Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
-    }
-    async fn list_load_balancers(
+impl RawListing for Hostile {
+    async fn list(
         &self,
         request: Request<ListLoadBalancersRequest>,
     ) -> Result<Response<ListLoadBalancersResponse>, Status> {
@@ -312,18 +240,28 @@ fn serve_on(socket: &std::path::Path, provider: Hostile, bound: impl FnOnce()) {
     rt.block_on(async move {
         let listener = bind_socket(socket, 0o600).await.unwrap();
         bound();
-        use identity_service_server::IdentityServiceServer;
         use instances_service_server::InstancesServiceServer;
-        use load_balancer_service_server::LoadBalancerServiceServer;
         use routes_service_server::RoutesServiceServer;
         let max = ccm_provider_sdk::MAX_MESSAGE_BYTES;
         let _ = tonic::transport::Server::builder()
-            .add_service(IdentityServiceServer::new(provider.clone()))
+            .add_service(
+                RawIdentity::new(
+                    "hostile",
+                    &[
+                        Capability::Instances,
+                        Capability::LoadBalancers,
+                        Capability::ListLoadBalancers,
+                        Capability::Routes,
+                    ],
+                )
+                .server(),
+            )
             .add_service(
                 InstancesServiceServer::new(provider.clone()).max_encoding_message_size(max),
             )
             .add_service(
-                LoadBalancerServiceServer::new(provider.clone()).max_encoding_message_size(max),
+                ListingOnly::server(provider.clone(), provider.deletes.clone())
+                    .max_encoding_message_size(max),
             )
             .add_service(RoutesServiceServer::new(provider))
             .serve_with_incoming(UnixListenerStream::new(listener))

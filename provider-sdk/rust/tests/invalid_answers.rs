@@ -6,48 +6,27 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ccm_provider_sdk::proto::{self, *};
-use ccm_provider_sdk::{ClientError, ClientOptions, Outcome, ProviderClient, bind_socket};
-use tokio_stream::wrappers::UnixListenerStream;
+use ccm_provider_sdk::proto::*;
+use ccm_provider_sdk::{ClientError, ClientOptions, Outcome, ProviderClient};
+use ccm_testsupport::raw::{RawIdentity, RawServer};
 use tonic::{Request, Response, Status};
 
-struct BadIdentity;
-
-#[tonic::async_trait]
-impl identity_service_server::IdentityService for BadIdentity {
-    async fn get_provider_info(
-        &self,
-        _: Request<GetProviderInfoRequest>,
-    ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        Ok(Response::new(GetProviderInfoResponse {
-            name: "bad".into(),
-            vendor_version: "0".into(),
-            provider_id_scheme: "bad".into(),
-            contract_version: proto::CONTRACT_VERSION.into(),
-            ..Default::default()
-        }))
-    }
-    async fn get_provider_capabilities(
-        &self,
-        _: Request<GetProviderCapabilitiesRequest>,
-    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetProviderCapabilitiesResponse {
-            // 99 is a capability from the future: ignored, not an error.
-            capabilities: vec![
-                Capability::Instances as i32,
-                Capability::LoadBalancers as i32,
-                Capability::Routes as i32,
-                99,
-            ],
-            annotations: None,
-        }))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse {
-            state: 0,
-            message: "?".into(),
-        }))
-    }
+fn bad_identity() -> RawIdentity {
+    let mut id = RawIdentity::new(
+        "bad",
+        &[
+            Capability::Instances,
+            Capability::LoadBalancers,
+            Capability::Routes,
+        ],
+    );
+    // 99 is a capability from the future: ignored, not an error.
+    id.capabilities.push(99);
+    id.probe = Some(ProbeResponse {
+        state: 0,
+        message: "?".into(),
+    });
+    id
 }
 
 struct BadInstances;
@@ -219,29 +198,20 @@ fn field(e: ClientError) -> String {
 
 #[tokio::test]
 async fn contract_violations_in_answers_become_typed_errors_naming_the_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.sock");
-    let listener = bind_socket(&path, 0o600).await.unwrap();
     let routes = LoopingRoutes::default();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
+    let server = RawServer::start(
         tonic::transport::Server::builder()
-            .add_service(identity_service_server::IdentityServiceServer::new(
-                BadIdentity,
-            ))
+            .add_service(bad_identity().server())
             .add_service(instances_service_server::InstancesServiceServer::new(
                 BadInstances,
             ))
             .add_service(load_balancer_service_server::LoadBalancerServiceServer::new(BadLbs))
             .add_service(routes_service_server::RoutesServiceServer::new(
                 routes.clone(),
-            ))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                let _ = rx.await;
-            }),
+            )),
     );
     let c = ProviderClient::connect_lazy(
-        &format!("unix://{}", path.display()),
+        &server.endpoint,
         ClientOptions {
             page_size: 1,
             ..Default::default()
@@ -311,6 +281,5 @@ async fn contract_violations_in_answers_become_typed_errors_naming_the_field() {
         other => panic!("{other:?}"),
     }
 
-    let _ = tx.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

@@ -3,44 +3,23 @@
 //! connection goes on, and the connection is not rebuilt. The provider is
 //! written on the raw generated traits: the SDK's server cuts such texts.
 
-use ccm_provider_sdk::proto::{self, *};
-use ccm_provider_sdk::{ClientOptions, Existence, ProviderClient, bind_socket};
-use tokio_stream::wrappers::UnixListenerStream;
+use ccm_provider_sdk::proto::*;
+use ccm_provider_sdk::{ClientOptions, Existence, ProviderClient};
+use ccm_testsupport::raw::{RawIdentity, RawServer};
 use tonic::{Request, Response, Status};
 
 const ECHO_BYTES: usize = 200 * 1024;
 
 struct Echoing;
 
-#[tonic::async_trait]
-impl identity_service_server::IdentityService for Echoing {
-    async fn get_provider_info(
-        &self,
-        _: Request<GetProviderInfoRequest>,
-    ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        Ok(Response::new(GetProviderInfoResponse {
-            name: "echoing".into(),
-            vendor_version: "0".into(),
-            provider_id_scheme: "echo".into(),
-            contract_version: proto::CONTRACT_VERSION.into(),
-            ..Default::default()
-        }))
-    }
-    async fn get_provider_capabilities(
-        &self,
-        _: Request<GetProviderCapabilitiesRequest>,
-    ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetProviderCapabilitiesResponse {
-            capabilities: vec![Capability::Instances as i32],
-            annotations: None,
-        }))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse {
-            state: ProbeState::Ready as i32,
-            message: String::new(),
-        }))
-    }
+fn echoing() -> RawServer {
+    RawServer::start(
+        tonic::transport::Server::builder()
+            .add_service(RawIdentity::new("echoing", &[Capability::Instances]).server())
+            .add_service(instances_service_server::InstancesServiceServer::new(
+                Echoing,
+            )),
+    )
 }
 
 #[tonic::async_trait]
@@ -91,25 +70,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test]
 async fn one_huge_error_fails_one_call_only() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("echo.sock");
-    let listener = bind_socket(&path, 0o600).await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(identity_service_server::IdentityServiceServer::new(Echoing))
-            .add_service(instances_service_server::InstancesServiceServer::new(
-                Echoing,
-            ))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                let _ = stopped.await;
-            }),
-    );
-    let client = ProviderClient::connect_lazy(
-        &format!("unix://{}", path.display()),
-        ClientOptions::default(),
-    )
-    .unwrap();
+    let server = echoing();
+    let client = ProviderClient::connect_lazy(&server.endpoint, ClientOptions::default()).unwrap();
     client.handshake().await.unwrap();
 
     for _ in 0..3 {
@@ -138,8 +100,7 @@ async fn one_huge_error_fails_one_call_only() {
         1,
         "the connection was never rebuilt"
     );
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }
 
 /// Issue 25, finding 7: the client logs each failed call with the
@@ -181,28 +142,10 @@ async fn a_huge_error_gives_a_bounded_log_line() {
     // The test's runtime has one thread: the calls log here.
     let _default = tracing::subscriber::set_default(subscriber);
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("echo.sock");
-    let listener = bind_socket(&path, 0o600).await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(identity_service_server::IdentityServiceServer::new(Echoing))
-            .add_service(instances_service_server::InstancesServiceServer::new(
-                Echoing,
-            ))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                let _ = stopped.await;
-            }),
-    );
-    let client = ProviderClient::connect_lazy(
-        &format!("unix://{}", path.display()),
-        ClientOptions::default(),
-    )
-    .unwrap();
+    let server = echoing();
+    let client = ProviderClient::connect_lazy(&server.endpoint, ClientOptions::default()).unwrap();
     client.instance_exists(node("echo")).await.unwrap_err();
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 
     for (format, buffer) in [("plain", buffer), ("json", json)] {
         let out = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();

@@ -9,8 +9,7 @@ use std::time::Duration;
 use ccm_provider_sdk::NodeSet;
 use ccm_provider_sdk::proto::{
     self, Capability, InstanceMetadata, LoadBalancerIngress, LoadBalancerStatus, NodeAddress,
-    NodeAddressType, NodeRef, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
-    Warning,
+    NodeAddressType, NodeRef, Service, Warning,
 };
 use ccm_provider_sdk::{
     CallContext, ClientError, ClientOptions, Existence, Identity, Instances, LbAnswer,
@@ -184,6 +183,19 @@ async fn serve(path: &Path, cloud: TestCloud, with_lbs: bool) -> Running {
     }
 }
 
+/// [`serve`] with a default cloud of version "1".
+async fn serve_v1(path: &Path, with_lbs: bool) -> Running {
+    serve(
+        path,
+        TestCloud {
+            version: "1",
+            ..Default::default()
+        },
+        with_lbs,
+    )
+    .await
+}
+
 fn socket(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("provider.sock")
 }
@@ -206,35 +218,14 @@ fn node(name: &str) -> NodeRef {
 }
 
 fn service() -> Service {
-    Service {
-        namespace: "default".into(),
-        name: "web".into(),
-        uid: "1f6c0b4e-0000-4000-8000-000000000001".into(),
-        ports: vec![ServicePort {
-            protocol: Protocol::Tcp as i32,
-            port: 80,
-            node_port: 30080,
-            ..Default::default()
-        }],
-        external_traffic_policy: TrafficPolicy::Cluster as i32,
-        session_affinity: SessionAffinity::None as i32,
-        ..Default::default()
-    }
+    ccm_testsupport::proto_service("default", "web", "1f6c0b4e-0000-4000-8000-000000000001")
 }
 
 #[tokio::test]
 async fn typed_round_trip_with_derived_capabilities() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket(&dir);
-    let server = serve(
-        &path,
-        TestCloud {
-            version: "1",
-            ..Default::default()
-        },
-        true,
-    )
-    .await;
+    let server = serve_v1(&path, true).await;
     let c = client(&path, ClientOptions::default());
 
     let h = c.handshake().await.unwrap();
@@ -318,15 +309,7 @@ async fn client_reconnects_and_handshakes_again_after_a_provider_restart() {
     let err = c.instance_exists(node("vm-1")).await.unwrap_err();
     assert_eq!(err.outcome(), Outcome::Unknown, "{err:?}");
 
-    let first = serve(
-        &path,
-        TestCloud {
-            version: "1",
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let first = serve_v1(&path, false).await;
     assert_eq!(
         c.instance_exists(node("vm-1")).await.unwrap(),
         Existence::Exists
@@ -447,15 +430,7 @@ async fn socket_permissions_and_stale_or_foreign_files() {
 async fn client_refuses_a_socket_other_users_can_reach() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket(&dir);
-    let server = serve(
-        &path,
-        TestCloud {
-            version: "1",
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let server = serve_v1(&path, false).await;
     for refused in [0o666, 0o602, 0o777] {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(refused)).unwrap();
         let c = client(&path, ClientOptions::default());
@@ -475,15 +450,7 @@ async fn client_refuses_a_socket_other_users_can_reach() {
 async fn messages_larger_than_grpc_default_4mib_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket(&dir);
-    let server = serve(
-        &path,
-        TestCloud {
-            version: "1",
-            ..Default::default()
-        },
-        true,
-    )
-    .await;
+    let server = serve_v1(&path, true).await;
     let c = client(&path, ClientOptions::default());
     // ~6 MiB of NodeRefs.
     let nodes: Vec<NodeRef> = (0..3000)
@@ -601,15 +568,7 @@ impl Calls {
 async fn a_node_set_is_put_once_and_named_by_id_until_the_provider_forgets_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket(&dir);
-    let running = serve(
-        &path,
-        TestCloud {
-            version: "1",
-            ..Default::default()
-        },
-        true,
-    )
-    .await;
+    let running = serve_v1(&path, true).await;
     let calls = Arc::new(Calls::default());
     let c = client(
         &path,

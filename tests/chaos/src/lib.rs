@@ -25,9 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ccm_fake_provider::LoadBalancer;
-use ccm_provider_sdk::proto::{
-    NodeRef, Protocol, Service as ProtoService, ServicePort, SessionAffinity, TrafficPolicy,
-};
+use ccm_provider_sdk::proto::{NodeRef, Service as ProtoService};
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 
 use ccm_testsupport::steady::kubelet_ready;
@@ -133,20 +131,7 @@ impl Drop for RunDir {
 
 /// A Service of another cluster as the provider sees it.
 fn foreign_service(ns: &str, name: &str, uid: &str) -> ProtoService {
-    ProtoService {
-        namespace: ns.into(),
-        name: name.into(),
-        uid: uid.into(),
-        ports: vec![ServicePort {
-            protocol: Protocol::Tcp as i32,
-            port: 80,
-            node_port: 30080,
-            ..Default::default()
-        }],
-        external_traffic_policy: TrafficPolicy::Cluster as i32,
-        session_affinity: SessionAffinity::None as i32,
-        ..Default::default()
-    }
+    ccm_testsupport::proto_service(ns, name, uid)
 }
 
 /// Creates load balancers of [`FOREIGN_CLUSTER`] in the fake, one per

@@ -4,6 +4,12 @@
 //! runs as a child process; RSS is read from /proc. `cargo bench -p ccm-e2e
 //! --bench controller_rss` (BENCH_OBJECTS=N). It reports; it asserts nothing.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,10 +18,7 @@ use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
 use ccm_testsupport::procfs::rss_kib;
 use ccm_testsupport::{TestEnv, unique_name};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort,
-    ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
@@ -150,45 +153,10 @@ async fn main() {
             }
         })
         .await;
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(run.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let services: Api<Service> = Api::namespaced(admin.clone(), &run);
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let services = services.clone();
-            async move {
-                let svc = Service {
-                    metadata: ObjectMeta {
-                        name: Some(format!("lb-{i}")),
-                        ..Default::default()
-                    },
-                    spec: Some(ServiceSpec {
-                        type_: Some("LoadBalancer".into()),
-                        ports: Some(vec![ServicePort {
-                            port: 80,
-                            ..Default::default()
-                        }]),
-                        // 5,000 would not fit the 2,768 node ports.
-                        allocate_load_balancer_node_ports: Some(false),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                services.create(&PostParams::default(), &svc).await.unwrap();
-            }
-        })
-        .await;
+    let ns = env.namespace(&admin, "rss").await.unwrap();
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
+    // 5,000 would not fit the 2,768 node ports.
+    support::create_lb_services(&services, n, Some(false)).await;
     // Converged: every Service has a load balancer and every Node a route.
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {

@@ -11,6 +11,10 @@
 //! types). `cargo bench -p ccm-e2e --bench encoding`. It reports; it
 //! asserts nothing about speed.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use std::time::{Duration, Instant};
 
 use ccm_testsupport::procfs::cpu_seconds;

@@ -4,6 +4,10 @@
 //! `cargo bench -p ccm-e2e --bench init_nodes` (BENCH_NODES=N to change N).
 //! It reports; it asserts nothing about speed.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::collections::HashMap;
@@ -14,7 +18,6 @@ use ccm_testsupport::{TestEnv, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -35,32 +38,16 @@ async fn run(n: usize, flags: &[&str]) {
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
 
     let start = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let nodes = nodes.clone();
-            let run_label = run_label.clone();
-            async move {
-                let node = Node {
-                    metadata: ObjectMeta {
-                        name: Some(format!("{run_label}-{i}")),
-                        labels: Some([("bench-run".to_string(), run_label)].into()),
-                        ..Default::default()
-                    },
-                    spec: Some(NodeSpec {
-                        taints: Some(vec![Taint {
-                            key: UNINITIALIZED.into(),
-                            value: Some("true".into()),
-                            effect: "NoSchedule".into(),
-                            ..Default::default()
-                        }]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                nodes.create(&PostParams::default(), &node).await.unwrap();
-            }
-        })
-        .await;
+    support::create_nodes(&nodes, &run_label, n, |_| NodeSpec {
+        taints: Some(vec![Taint {
+            key: UNINITIALIZED.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+    .await;
     let registered = start.elapsed();
 
     // Every Apply after the one that created a Node is a write to it.
@@ -113,15 +100,8 @@ async fn run(n: usize, flags: &[&str]) {
 
 #[tokio::main]
 async fn main() {
-    // RUST_LOG=warn shows the controller's retries, if any.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
-    let n: usize = std::env::var("BENCH_NODES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    support::init_tracing();
+    let n = support::env_count("BENCH_NODES", 1000);
     // Upstream's defaults (20 QPS, burst 30, one worker), then limits lifted.
     run(
         n,

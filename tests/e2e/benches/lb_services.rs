@@ -7,15 +7,19 @@
 //! `cargo bench -p ccm-e2e --bench lb_services` (BENCH_SERVICES=N,
 //! BENCH_ENSURE_MS=M to change). It reports; it asserts nothing about speed.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{FakeConfig, Method};
-use ccm_testsupport::{TestEnv, unique_name};
+use ccm_testsupport::TestEnv;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -42,48 +46,13 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
     all_flags.extend_from_slice(flags);
     let controller = support::controller(&provider, &all_flags).await;
 
-    let ns = unique_name("bench");
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let ns = env.namespace(&admin, "bench").await.unwrap();
     let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
     let mut events = watcher::watcher(services.clone(), watcher::Config::default()).boxed();
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
 
     let start = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let services = services.clone();
-            async move {
-                let svc = Service {
-                    metadata: ObjectMeta {
-                        name: Some(format!("lb-{i}")),
-                        ..Default::default()
-                    },
-                    spec: Some(ServiceSpec {
-                        type_: Some("LoadBalancer".into()),
-                        ports: Some(vec![ServicePort {
-                            port: 80,
-                            ..Default::default()
-                        }]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                services.create(&PostParams::default(), &svc).await.unwrap();
-            }
-        })
-        .await;
+    support::create_lb_services(&services, n, None).await;
     let created = start.elapsed();
 
     // Every Apply after the one that created a Service is a write to it.
@@ -147,10 +116,7 @@ async fn run(n: usize, ensure_latency: Duration, flags: &[&str]) {
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
+    support::init_tracing();
     let env = |k: &str, d: u64| {
         std::env::var(k)
             .ok()

@@ -6,44 +6,31 @@
 //! node-change path). `cargo bench -p ccm-e2e --bench node_routes`
 //! (BENCH_NODES=N). It reports; it asserts nothing about speed.
 
+// A benchmark runs alone, one per process: it owns the control plane
+// outright and takes no lock (tests/e2e/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{FakeConfig, Method};
 use ccm_testsupport::{TestEnv, unique_name};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ListParams};
 
 fn pod_cidr(i: usize) -> String {
     format!("10.{}.{}.0/24", 1 + i / 256, i % 256)
 }
 
 async fn create_nodes(nodes: &Api<Node>, run: &str, n: usize) {
-    futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let nodes = nodes.clone();
-            let run = run.to_owned();
-            async move {
-                let node = Node {
-                    metadata: ObjectMeta {
-                        name: Some(format!("{run}-{i}")),
-                        labels: Some([("bench-run".to_string(), run)].into()),
-                        ..Default::default()
-                    },
-                    spec: Some(NodeSpec {
-                        pod_cidr: Some(pod_cidr(i)),
-                        pod_cidrs: Some(vec![pod_cidr(i)]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                nodes.create(&PostParams::default(), &node).await.unwrap();
-            }
-        })
-        .await;
+    support::create_nodes(nodes, run, n, |i| NodeSpec {
+        pod_cidr: Some(pod_cidr(i)),
+        pod_cidrs: Some(vec![pod_cidr(i)]),
+        ..Default::default()
+    })
+    .await;
 }
 
 /// Nodes of the run whose NetworkUnavailable is False/RouteCreated.
@@ -127,14 +114,8 @@ async fn run(n: usize, nodes_first: bool) {
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
-    let n: usize = std::env::var("BENCH_NODES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    support::init_tracing();
+    let n = support::env_count("BENCH_NODES", 1000);
     run(n, true).await;
     run(n, false).await;
 }

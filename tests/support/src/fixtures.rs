@@ -48,3 +48,23 @@ pub fn lb_service(name: &str, port: i32) -> Service {
         ..Default::default()
     }
 }
+
+/// A Service as the provider contract carries it: TCP port 80 on node
+/// port 30080, traffic policy Cluster, no session affinity.
+pub fn proto_service(namespace: &str, name: &str, uid: &str) -> ccm_proto::v1::Service {
+    use ccm_proto::v1::{Protocol, ServicePort, SessionAffinity, TrafficPolicy};
+    ccm_proto::v1::Service {
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: uid.into(),
+        ports: vec![ServicePort {
+            protocol: Protocol::Tcp as i32,
+            port: 80,
+            node_port: 30080,
+            ..Default::default()
+        }],
+        external_traffic_policy: TrafficPolicy::Cluster as i32,
+        session_affinity: SessionAffinity::None as i32,
+        ..Default::default()
+    }
+}

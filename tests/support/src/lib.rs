@@ -19,9 +19,10 @@ pub mod audit;
 pub mod fixtures;
 pub mod poll;
 pub mod procfs;
+pub mod raw;
 pub mod steady;
 
-pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service};
+pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service, proto_service};
 pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
 
 use std::collections::BTreeMap;

@@ -134,8 +134,9 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use ccm_provider_sdk::proto::{self, *};
-    use ccm_provider_sdk::{ClientError, ClientOptions, ProviderClient, bind_socket};
+    use ccm_provider_sdk::proto::*;
+    use ccm_provider_sdk::{ClientError, ClientOptions, ProviderClient};
+    use ccm_testsupport::raw::{ListingOnly, RawIdentity, RawListing, RawServer};
     use futures::channel::mpsc;
     use kube::runtime::reflector;
     use tonic::{Request, Response, Status};
@@ -154,77 +155,8 @@ mod tests {
     }
 
     #[tonic::async_trait]
-    impl identity_service_server::IdentityService for Listing {
-        async fn get_provider_info(
-            &self,
-            _: Request<GetProviderInfoRequest>,
-        ) -> Result<Response<GetProviderInfoResponse>, Status> {
-            Ok(Response::new(GetProviderInfoResponse {
-                name: "listing".into(),
-                vendor_version: "0".into(),
-                provider_id_scheme: "listing".into(),
-                contract_version: proto::CONTRACT_VERSION.into(),
-                has_cluster_id: Some(true),
-                ..Default::default()
-            }))
-        }
-        async fn get_provider_capabilities(
-            &self,
-            _: Request<GetProviderCapabilitiesRequest>,
-        ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-            Ok(Response::new(GetProviderCapabilitiesResponse {
-                capabilities: vec![
-                    Capability::LoadBalancers as i32,
-                    Capability::ListLoadBalancers as i32,
-                ],
-                annotations: None,
-            }))
-        }
-        async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-    }
-
-    #[tonic::async_trait]
-    impl load_balancer_service_server::LoadBalancerService for Listing {
-        async fn get_load_balancer(
-            &self,
-            _: Request<GetLoadBalancerRequest>,
-        ) -> Result<Response<GetLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn get_load_balancer_name(
-            &self,
-            _: Request<GetLoadBalancerNameRequest>,
-        ) -> Result<Response<GetLoadBalancerNameResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn ensure_load_balancer(
-            &self,
-            _: Request<EnsureLoadBalancerRequest>,
-        ) -> Result<Response<EnsureLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn put_node_set(
-            &self,
-            _: Request<PutNodeSetRequest>,
-        ) -> Result<Response<PutNodeSetResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn update_load_balancer(
-            &self,
-            _: Request<UpdateLoadBalancerRequest>,
-        ) -> Result<Response<UpdateLoadBalancerResponse>, Status> {
-            Err(Status::unimplemented("unused"))
-        }
-        async fn ensure_load_balancer_deleted(
-            &self,
-            _: Request<EnsureLoadBalancerDeletedRequest>,
-        ) -> Result<Response<EnsureLoadBalancerDeletedResponse>, Status> {
-            self.deletes.fetch_add(1, Ordering::SeqCst);
-            Ok(Response::new(EnsureLoadBalancerDeletedResponse::default()))
-        }
-        async fn list_load_balancers(
+    impl RawListing for Listing {
+        async fn list(
             &self,
             _: Request<ListLoadBalancersRequest>,
         ) -> Result<Response<ListLoadBalancersResponse>, Status> {
@@ -247,30 +179,30 @@ mod tests {
         }
     }
 
-    /// Serves `provider` on a socket in `dir` and returns a client of it.
-    async fn serve(provider: Listing, dir: &tempfile::TempDir) -> ProviderClient {
-        let path = dir.path().join("provider.sock");
-        let listener = bind_socket(&path, 0o600).await.unwrap();
-        let incoming = futures::stream::unfold(listener, |l| async move {
-            Some((l.accept().await.map(|(s, _)| s), l))
-        });
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(identity_service_server::IdentityServiceServer::new(
-                    provider.clone(),
-                ))
-                .add_service(load_balancer_service_server::LoadBalancerServiceServer::new(provider))
-                .serve_with_incoming(incoming),
+    /// Serves `provider` (with an identity announcing cluster ids and the
+    /// listing capability) and returns a client of it.
+    fn serve(provider: Listing) -> (RawServer, ProviderClient) {
+        let deletes = provider.deletes.clone();
+        let mut identity = RawIdentity::new(
+            "listing",
+            &[Capability::LoadBalancers, Capability::ListLoadBalancers],
         );
-        let endpoint = format!("unix://{}", path.display());
-        ProviderClient::connect_lazy(&endpoint, ClientOptions::default()).unwrap()
+        identity.info.has_cluster_id = Some(true);
+        identity.probe = None;
+        let server = RawServer::start(
+            tonic::transport::Server::builder()
+                .add_service(identity.server())
+                .add_service(ListingOnly::server(provider, deletes)),
+        );
+        let client =
+            ProviderClient::connect_lazy(&server.endpoint, ClientOptions::default()).unwrap();
+        (server, client)
     }
 
     /// One sweep against `provider`, with no Service in the cluster: every
     /// load balancer listed is an orphan.
     async fn sweep_once(provider: &Listing) -> Result<usize, ClientError> {
-        let dir = tempfile::tempdir().unwrap();
-        let client = serve(provider.clone(), &dir).await;
+        let (_server, client) = serve(provider.clone());
         let (api, _) = accepting_api();
         let (resync, _) = mpsc::unbounded();
         let lb = Lb::new(

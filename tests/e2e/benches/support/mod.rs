@@ -69,3 +69,89 @@ impl Controller {
         self.task.await.unwrap().unwrap();
     }
 }
+
+/// Creates `n` Nodes `<run>-<i>` labelled `bench-run=<run>`, 32 at a time,
+/// each with `spec(i)`.
+pub async fn create_nodes(
+    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    run: &str,
+    n: usize,
+    spec: impl Fn(usize) -> k8s_openapi::api::core::v1::NodeSpec,
+) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{ObjectMeta, PostParams};
+    let spec = &spec;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let nodes = nodes.clone();
+            let run = run.to_owned();
+            async move {
+                let node = Node {
+                    metadata: ObjectMeta {
+                        name: Some(format!("{run}-{i}")),
+                        labels: Some([("bench-run".to_string(), run)].into()),
+                        ..Default::default()
+                    },
+                    spec: Some(spec(i)),
+                    ..Default::default()
+                };
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+        })
+        .await;
+}
+
+/// The controller's logs on stderr, as RUST_LOG says (RUST_LOG=warn shows
+/// its retries, if any).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The count in the environment variable `name`, else `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Creates `n` Services `lb-<i>` of type LoadBalancer (port 80), 32 at a
+/// time; `allocate_node_ports: Some(false)` for more than the node-port
+/// range holds.
+pub async fn create_lb_services(
+    services: &kube::Api<k8s_openapi::api::core::v1::Service>,
+    n: usize,
+    allocate_node_ports: Option<bool>,
+) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    use kube::api::{ObjectMeta, PostParams};
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let services = services.clone();
+            async move {
+                let svc = Service {
+                    metadata: ObjectMeta {
+                        name: Some(format!("lb-{i}")),
+                        ..Default::default()
+                    },
+                    spec: Some(ServiceSpec {
+                        type_: Some("LoadBalancer".into()),
+                        ports: Some(vec![ServicePort {
+                            port: 80,
+                            ..Default::default()
+                        }]),
+                        allocate_load_balancer_node_ports: allocate_node_ports,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                services.create(&PostParams::default(), &svc).await.unwrap();
+            }
+        })
+        .await;
+}

@@ -3,13 +3,11 @@
 //! loopback), and the provider calls of that reconcile carry it as their
 //! W3C traceparent, so the provider's spans join the same trace.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::{ControlPlane, UNINITIALIZED, eventually, free_port, has_taint};
 use ccm_fake_provider::{FakeCloud, FakeConfig, Method};
-use ccm_testsupport::{TestEnv, built_binary, unique_name};
-use common::{UNINITIALIZED, eventually, free_port, has_taint};
+use ccm_testsupport::{built_binary, unique_name};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::PostParams;
@@ -98,12 +96,15 @@ impl Drop for Killed {
 
 #[tokio::test]
 async fn reconcile_spans_reach_the_collector_and_the_provider_joins_their_trace() {
-    let env = TestEnv::get();
+    // Exclusive: it runs a controller. Declared first, released last, after
+    // the controller process is killed.
+    let control_plane = ControlPlane::exclusive().await;
+    let env = control_plane.env();
     let admin = env.admin_client().await.unwrap();
     let ns = env.namespace(&admin, "otlp").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("ccm.kubeconfig");
-    common::process_identity(&admin, &ns, None, &kubeconfig).await;
+    crate::common::process_identity(env, &admin, &ns, None, &kubeconfig).await;
 
     // The collector, on loopback.
     let collector = Collector::default();
@@ -140,7 +141,7 @@ async fn reconcile_spans_reach_the_collector_and_the_provider_joins_their_trace(
 
     let name = unique_name("traced");
     Api::<Node>::all(admin.clone())
-        .create(&PostParams::default(), &common::kubelet_node(&name))
+        .create(&PostParams::default(), &crate::common::kubelet_node(&name))
         .await
         .unwrap();
     let nodes = Api::<Node>::all(admin.clone());

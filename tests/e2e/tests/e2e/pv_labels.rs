@@ -1,13 +1,11 @@
 //! pv-label-controller end to end (opt-in): the real kube-apiserver, the
 //! controller bound to the shipped roles, the fake provider.
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use ccm_fake_provider::{FakeConfig, Method, VOLUME_DRIVERS};
 use ccm_testsupport::unique_name;
-use common::*;
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, HostPathVolumeSource, PersistentVolume, PersistentVolumeSpec,
 };
@@ -69,41 +67,8 @@ async fn labels(h: &Harness, name: &str) -> BTreeMap<String, String> {
         .clone()
 }
 
-/// Scenarios share the cluster: start each without the other's volumes.
-async fn delete_all_volumes() {
-    let admin = ccm_testsupport::TestEnv::get()
-        .admin_client()
-        .await
-        .unwrap();
-    let api = Api::<PersistentVolume>::all(admin);
-    // No kube-controller-manager runs here to remove the pv-protection
-    // finalizer the apiserver adds.
-    for pv in api.list(&Default::default()).await.unwrap() {
-        let unprotect = serde_json::json!({"metadata": {"finalizers": null}});
-        api.patch(
-            &pv.name_any(),
-            &Default::default(),
-            &kube::api::Patch::Merge(unprotect),
-        )
-        .await
-        .unwrap();
-    }
-    api.delete_collection(&Default::default(), &Default::default())
-        .await
-        .unwrap();
-    eventually("no PersistentVolume left", || async {
-        match api.list(&Default::default()).await.unwrap().items.len() {
-            0 => Ok(()),
-            n => Err(n.to_string()),
-        }
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn volumes_are_labelled_when_opted_in_never_overwriting() {
-    let _serial = SERIAL.lock().await;
-    delete_all_volumes().await;
     let h = Harness::start_with_roles(
         FakeConfig::default(),
         &["--controllers=*,pv-label"],
@@ -177,8 +142,6 @@ async fn volumes_are_labelled_when_opted_in_never_overwriting() {
 
 #[tokio::test]
 async fn volumes_are_left_alone_by_default() {
-    let _serial = SERIAL.lock().await;
-    delete_all_volumes().await;
     let h = Harness::start(FakeConfig::default(), &[]).await;
     let name = unique_name("pv-default");
     create(&h, pv(&name, &[], csi(VOLUME_DRIVERS[0], "vol-9"))).await;

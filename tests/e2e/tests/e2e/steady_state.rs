@@ -4,14 +4,12 @@
 //! makes zero provider mutations and zero controller writes, while every
 //! periodic pass still runs (the provider is still asked).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::*;
 use ccm_fake_provider::{FakeConfig, Method, VOLUME_DRIVERS};
 use ccm_testsupport::unique_name;
-use common::*;
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, Node, NodeSpec, PersistentVolume, PersistentVolumeSpec, Service,
 };
@@ -162,7 +160,7 @@ async fn a_converged_cluster_is_quiet_while_kubelets_heartbeat() {
 
     // The audit log sees the controller's writes (so "none" below means
     // none): converging took Node, Service status and Event writes.
-    let audit = ccm_testsupport::TestEnv::get().audit_log().unwrap();
+    let audit = h.env().audit_log().unwrap();
     audit.sync(&h.admin).await.unwrap();
     let converging: std::collections::BTreeSet<String> = audit
         .writes_by(&h.controller_user(), started, std::time::SystemTime::now())

@@ -17,13 +17,10 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test]
 async fn tainted_node_is_initialised_in_two_writes() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(FakeConfig::default(), &[]).await;
     let name = unique_name("init");
 
@@ -125,7 +122,6 @@ async fn tainted_node_is_initialised_in_two_writes() {
 
 #[tokio::test]
 async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
-    let _serial = SERIAL.lock().await;
     // Only the node controller: the lifecycle controller would (rightly)
     // delete a NotReady node whose instance does not exist.
     let h = Harness::start(
@@ -161,7 +157,6 @@ async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
 
 #[tokio::test]
 async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exists() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(
         FakeConfig::default(),
         &["--controllers=cloud-node-lifecycle"],
@@ -266,7 +261,6 @@ async fn wait_for_event(admin: &Client, node: &str, reason: &str) -> Event {
 
 #[tokio::test]
 async fn provided_node_ip_mismatch_keeps_the_taint_until_it_matches() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
     let name = unique_name("nodeip");
     let mut node = kubelet_node(&name);
@@ -323,7 +317,6 @@ async fn provided_node_ip_mismatch_keeps_the_taint_until_it_matches() {
 
 #[tokio::test]
 async fn addresses_are_refreshed_when_the_cloud_changes_them() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(
         FakeConfig::default(),
         &[
@@ -384,35 +377,12 @@ mod unspecified {
     #[derive(Clone, Default)]
     pub struct Provider(pub Arc<AtomicUsize>);
 
-    #[tonic::async_trait]
-    impl identity_service_server::IdentityService for Provider {
-        async fn get_provider_info(
-            &self,
-            _: Request<GetProviderInfoRequest>,
-        ) -> Result<Response<GetProviderInfoResponse>, Status> {
-            Ok(Response::new(GetProviderInfoResponse {
-                name: "unspecified".into(),
-                vendor_version: "0".into(),
-                provider_id_scheme: "fake".into(),
-                contract_version: CONTRACT_VERSION.into(),
-                ..Default::default()
-            }))
-        }
-        async fn get_provider_capabilities(
-            &self,
-            _: Request<GetProviderCapabilitiesRequest>,
-        ) -> Result<Response<GetProviderCapabilitiesResponse>, Status> {
-            Ok(Response::new(GetProviderCapabilitiesResponse {
-                capabilities: vec![Capability::Instances as i32],
-                annotations: None,
-            }))
-        }
-        async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-            Ok(Response::new(ProbeResponse {
-                state: ProbeState::Ready as i32,
-                message: String::new(),
-            }))
-        }
+    /// Its identity: the fake's providerID scheme, instances only.
+    pub fn identity() -> ccm_testsupport::raw::RawIdentity {
+        let mut id =
+            ccm_testsupport::raw::RawIdentity::new("unspecified", &[Capability::Instances]);
+        id.info.provider_id_scheme = "fake".into();
+        id
     }
 
     #[tonic::async_trait]
@@ -467,11 +437,7 @@ async fn replace_provider_with_raw(
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(
-                ccm_provider_sdk::proto::identity_service_server::IdentityServiceServer::new(
-                    bad.clone(),
-                ),
-            )
+            .add_service(unspecified::identity().server())
             .add_service(
                 ccm_provider_sdk::proto::instances_service_server::InstancesServiceServer::new(bad),
             )
@@ -487,7 +453,6 @@ async fn replace_provider_with_raw(
 
 #[tokio::test]
 async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
-    let _serial = SERIAL.lock().await;
     let mut h = Harness::start(
         FakeConfig::default(),
         &[
@@ -559,7 +524,6 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
 
 #[tokio::test]
 async fn controller_restart_midway_loses_nothing() {
-    let _serial = SERIAL.lock().await;
     let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
     // Slow the cloud down so the first controller stops halfway.
     h.fake
@@ -612,7 +576,6 @@ async fn controller_restart_midway_loses_nothing() {
 
 #[tokio::test]
 async fn invalid_provider_answers_are_rejected_with_a_warning_and_nothing_written() {
-    let _serial = SERIAL.lock().await;
     let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
     // Replace the fake with the broken provider on the same socket.
     let (stop_bad, _server) =
@@ -637,7 +600,6 @@ async fn invalid_provider_answers_are_rejected_with_a_warning_and_nothing_writte
 
 #[tokio::test]
 async fn zone_comes_from_the_zones_service_when_metadata_has_none() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(
         FakeConfig {
             zones_only_via_zones_service: true,
@@ -668,7 +630,6 @@ async fn zone_comes_from_the_zones_service_when_metadata_has_none() {
 /// provider's own scheme is (so the test can fail).
 #[tokio::test]
 async fn nodes_of_another_cloud_are_never_deleted() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(
         FakeConfig {
             auto_create_instances: false,
@@ -734,7 +695,6 @@ async fn nodes_of_another_cloud_are_never_deleted() {
 /// re-created under the same name is initialised again, every time.
 #[tokio::test]
 async fn a_node_recreated_under_its_name_is_initialised_again() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
     let name = unique_name("phoenix");
     for round in 0..30 {
@@ -756,7 +716,6 @@ async fn a_node_recreated_under_its_name_is_initialised_again() {
 /// name still give their Event: the note cut, the name made to fit.
 #[tokio::test]
 async fn a_long_note_and_a_253_character_node_name_still_give_an_event() {
-    let _serial = SERIAL.lock().await;
     let h = Harness::start(
         FakeConfig {
             auto_create_instances: false,

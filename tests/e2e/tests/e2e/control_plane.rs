@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use ccm_testsupport::{TestEnv, UNINITIALIZED, eventually, kubelet_node, unique_name};
+use crate::common::ControlPlane;
+use ccm_testsupport::{UNINITIALIZED, eventually, kubelet_node, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -11,8 +12,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use serde_json::json;
 
-async fn admin() -> Client {
-    TestEnv::get()
+/// Exclusive: these tests create Nodes, which a controller would act on.
+async fn admin(control_plane: &ControlPlane) -> Client {
+    control_plane
+        .env()
         .admin_client()
         .await
         .expect("admin client for the test control plane")
@@ -20,7 +23,8 @@ async fn admin() -> Client {
 
 #[tokio::test]
 async fn node_registered_with_uninitialized_taint_is_watched_and_status_addresses_updated() {
-    let client = admin().await;
+    let control_plane = ControlPlane::exclusive().await;
+    let client = admin(&control_plane).await;
     let nodes: Api<Node> = Api::all(client);
     let name = unique_name("node-taint");
 
@@ -116,8 +120,9 @@ async fn node_registered_with_uninitialized_taint_is_watched_and_status_addresse
 
 #[tokio::test]
 async fn service_account_without_rights_gets_403_on_node_delete() {
-    let env = TestEnv::get();
-    let admin = admin().await;
+    let control_plane = ControlPlane::exclusive().await;
+    let env = control_plane.env();
+    let admin = admin(&control_plane).await;
     let ns = env.namespace(&admin, "rbac").await.unwrap();
     let nodes: Api<Node> = Api::all(admin.clone());
     let name = unique_name("node-rbac");
@@ -180,7 +185,8 @@ async fn service_account_without_rights_gets_403_on_node_delete() {
 
 #[tokio::test]
 async fn server_side_apply_conflicts_between_field_managers() {
-    let client = admin().await;
+    let control_plane = ControlPlane::exclusive().await;
+    let client = admin(&control_plane).await;
     let nodes: Api<Node> = Api::all(client);
     let name = unique_name("node-ssa");
     let label = "ccm-rs.test/owner";

@@ -5,20 +5,20 @@
 //! leader (SIGSTOP) is replaced and, when resumed, writes nothing; SIGTERM
 //! releases the Lease for an immediate takeover.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{CallOutcome, FakeCloud, FakeConfig, Method};
-use ccm_testsupport::{TestEnv, built_binary, unique_name};
+use ccm_testsupport::{built_binary, unique_name};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use common::{DEADLINE, UNINITIALIZED, eventually, eventually_within, wait_until};
+use crate::common::{
+    ControlPlane, DEADLINE, UNINITIALIZED, eventually, eventually_within, wait_until,
+};
 const LEASE: &str = "cloud-controller-manager";
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
@@ -90,18 +90,24 @@ struct Cluster {
     endpoint: String,
     fake: FakeCloud,
     dir: tempfile::TempDir,
+    /// Exclusive (the replicas are controllers); a test's replicas are
+    /// declared after its `Cluster`, so they are killed before this goes.
+    _control_plane: ControlPlane,
 }
 
 impl Cluster {
     async fn new(lease: &str) -> Cluster {
-        let env = TestEnv::get();
+        // Built before the lock: nobody waits for a build.
+        let binary = built_binary("cloud-controller-manager", "cloud-controller-manager");
+        let control_plane = ControlPlane::exclusive().await;
+        let env = control_plane.env();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "le").await.unwrap();
         // The shipped ClusterRole and leader-election Role (for this
         // test's Lease), and a kubeconfig for the processes.
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("ccm.kubeconfig");
-        common::process_identity(&admin, &ns, Some(lease), &kubeconfig).await;
+        crate::common::process_identity(env, &admin, &ns, Some(lease), &kubeconfig).await;
         let endpoint = format!("unix://{}/provider.sock", dir.path().display());
         let fake = FakeCloud::new(FakeConfig::default()).unwrap();
         tokio::spawn(fake.clone().serve(endpoint.clone(), std::future::pending()));
@@ -112,11 +118,12 @@ impl Cluster {
             admin,
             lease: lease.to_owned(),
             ns,
-            binary: built_binary("cloud-controller-manager", "cloud-controller-manager"),
+            binary,
             kubeconfig,
             endpoint,
             fake,
             dir,
+            _control_plane: control_plane,
         }
     }
 
@@ -195,7 +202,7 @@ impl Cluster {
 
     async fn tainted_node(&self, name: &str) {
         Api::<Node>::all(self.admin.clone())
-            .create(&PostParams::default(), &common::kubelet_node(name))
+            .create(&PostParams::default(), &crate::common::kubelet_node(name))
             .await
             .unwrap();
     }
@@ -205,7 +212,7 @@ impl Cluster {
             .get(name)
             .await
             .unwrap();
-        common::has_taint(&node, UNINITIALIZED)
+        crate::common::has_taint(&node, UNINITIALIZED)
     }
 
     async fn wait_initialised(&self, name: &str) {
@@ -370,7 +377,7 @@ async fn a_deposed_leaders_late_mutation_is_refused_by_the_provider() {
     let mut a = c.replica("fence-a", "service");
     c.wait_holder(&a).await;
     let b = c.replica("fence-b", "service");
-    let svc = common::lb_service("fenced", 80);
+    let svc = crate::common::lb_service("fenced", 80);
     services.create(&PostParams::default(), &svc).await.unwrap();
     // The fake notes a mutation's token when it arrives.
     let a_term = eventually("fence-a's Ensure to reach the provider", || async {

@@ -3,16 +3,14 @@
 //! socket. Every scenario ends by deleting its Services and asserting the
 //! fake cloud holds no load balancer.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::common::*;
 use ccm_fake_provider::{ErrorInjection, ErrorKind, FakeConfig, LoadBalancer, Method};
 use ccm_provider_sdk::proto;
 use ccm_testsupport::unique_name;
-use common::*;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -20,40 +18,15 @@ use serde_json::json;
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const CONDITION: &str = "LoadBalancerReady";
 
-/// A harness on a clean slate: whatever an earlier failed scenario left
-/// (Services still holding our finalizer, Nodes) is removed first, so one
-/// failure does not cascade into the next scenario's counts.
+/// A harness on a clean slate: an earlier failed scenario's Services (still
+/// holding our finalizer) and Nodes went with its harness, so one failure
+/// does not cascade into the next scenario's counts.
 async fn harness() -> Harness {
     harness_with(&[]).await
 }
 
 /// [`harness`] with extra controller flags.
 async fn harness_with(flags: &[&str]) -> Harness {
-    let admin = ccm_testsupport::TestEnv::get()
-        .admin_client()
-        .await
-        .unwrap();
-    let all = Api::<Service>::all(admin.clone());
-    for svc in all.list(&ListParams::default()).await.unwrap() {
-        let ns = svc.namespace().unwrap_or_default();
-        if !ns.starts_with("ccm-") {
-            continue;
-        }
-        let api = Api::<Service>::namespaced(admin.clone(), &ns);
-        let name = svc.name_any();
-        let _ = api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await;
-        let _ = api.delete(&name, &DeleteParams::default()).await;
-    }
-    Api::<Node>::all(admin)
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
     Harness::start(FakeConfig::default(), flags).await
 }
 
@@ -169,8 +142,8 @@ impl Harness {
         .await;
     }
 
-    /// Deletes every Service of the test and every Node, then asserts the
-    /// fake cloud holds no load balancer: nothing leaked.
+    /// Deletes every Service of the test, then asserts the fake cloud holds
+    /// no load balancer: nothing leaked. Its Nodes go when it stops.
     async fn finish(self) {
         self.services()
             .delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -195,10 +168,6 @@ impl Harness {
             vec![],
             "leaked load balancers"
         );
-        Api::<Node>::all(self.admin.clone())
-            .delete_collection(&DeleteParams::default(), &ListParams::default())
-            .await
-            .unwrap();
         self.stop().await;
     }
 }
@@ -244,7 +213,6 @@ fn set(names: &[&String]) -> Vec<String> {
 
 #[tokio::test]
 async fn create_update_and_delete_with_upstream_events() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let node = unique_name("lbn");
     h.register_ready_nodes(std::slice::from_ref(&node)).await;
@@ -361,7 +329,6 @@ async fn create_update_and_delete_with_upstream_events() {
 
 #[tokio::test]
 async fn backends_follow_node_changes_one_update_per_service() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let (a, b, c) = (
         unique_name("be-a"),
@@ -456,7 +423,6 @@ async fn backends_follow_node_changes_one_update_per_service() {
 
 #[tokio::test]
 async fn class_is_ignored_and_type_change_deletes() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let classy = unique_name("classy");
     let mut with_class = lb_service(&classy, 80);
@@ -486,7 +452,6 @@ async fn class_is_ignored_and_type_change_deletes() {
 
 #[tokio::test]
 async fn deletion_waits_for_the_provider_and_survives_a_restart() {
-    let _serial = SERIAL.lock().await;
     let mut h = harness().await;
 
     // Provider down: the Service stays Terminating, with an event and
@@ -552,7 +517,6 @@ async fn deletion_waits_for_the_provider_and_survives_a_restart() {
 
 #[tokio::test]
 async fn provider_errors_then_recovery_and_retry_info_honoured() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
 
     h.fake.inject_error(
@@ -611,7 +575,6 @@ async fn provider_errors_then_recovery_and_retry_info_honoured() {
 
 #[tokio::test]
 async fn bad_input_is_named_and_not_retried_hot() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
 
     // A malformed annotation value: the provider names the key.
@@ -706,7 +669,6 @@ async fn bad_input_is_named_and_not_retried_hot() {
 /// dropped still loses its load balancer and its finalizer.
 #[tokio::test]
 async fn a_service_that_loses_its_ports_loses_its_load_balancer() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let name = unique_name("portless");
     let svc = h.create_service(lb_service(&name, 80)).await;
@@ -730,7 +692,6 @@ async fn a_service_that_loses_its_ports_loses_its_load_balancer() {
 /// upstream) and no condition of ours is left on the Service.
 #[tokio::test]
 async fn implemented_elsewhere_leaves_the_status_to_its_owner() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let name = unique_name("elsewhere");
     let mut svc = lb_service(&name, 80);
@@ -764,7 +725,6 @@ async fn implemented_elsewhere_leaves_the_status_to_its_owner() {
 /// address, and node changes reach the load balancer.
 #[tokio::test]
 async fn an_empty_ingress_is_a_success_without_an_address() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     h.fake.corrupt_ingress(Some(vec![]));
     let name = unique_name("noaddr");
@@ -797,7 +757,6 @@ async fn an_empty_ingress_is_a_success_without_an_address() {
 /// the next backend update, and the Service says so meanwhile.
 #[tokio::test]
 async fn a_load_balancer_deleted_in_the_cloud_is_recreated() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let first = unique_name("lost-a");
     h.register_ready_nodes(std::slice::from_ref(&first)).await;
@@ -839,7 +798,6 @@ async fn delete_behind_our_back(h: &Harness, name: &str) {
 /// and deleted; another cluster's are never touched.
 #[tokio::test]
 async fn vanished_services_lose_their_load_balancers() {
-    let _serial = SERIAL.lock().await;
     let cluster = unique_name("sweep");
     let mut h = harness_with(&[
         &format!("--cluster-name={cluster}"),
@@ -931,7 +889,6 @@ async fn vanished_services_lose_their_load_balancers() {
 /// sweeper off (the default cluster name keeps it off).
 #[tokio::test]
 async fn a_service_replaced_under_its_name_loses_the_old_load_balancer() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let name = unique_name("replaced");
     let old = h.create_service(lb_service(&name, 80)).await;
@@ -952,7 +909,6 @@ async fn a_service_replaced_under_its_name_loses_the_old_load_balancer() {
 /// may select backends by label). That annotations do not is unit-tested.
 #[tokio::test]
 async fn a_relabelled_backend_reaches_update_load_balancer() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let node = unique_name("labelled");
     h.register_ready_nodes(std::slice::from_ref(&node)).await;
@@ -1006,7 +962,6 @@ async fn a_burst_is_served_in_creation_order() {
     use futures::{StreamExt, TryStreamExt};
     use kube::runtime::watcher::{self, Event};
 
-    let _serial = SERIAL.lock().await;
     let h = harness_with(&["--concurrent-service-syncs=1"]).await;
     h.register_ready_nodes(&[unique_name("burst-node")]).await;
     h.fake

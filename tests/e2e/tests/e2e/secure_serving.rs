@@ -3,12 +3,10 @@
 //! SubjectAccessReview, with the controller holding only its shipped
 //! ClusterRole and the shipped `system:auth-delegator` binding.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use ccm_fake_provider::FakeConfig;
-use common::*;
 use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule};
 use tokio_rustls::TlsConnector;
@@ -103,7 +101,6 @@ async fn https_get(
 
 #[tokio::test]
 async fn metrics_need_an_authorized_token_and_probes_need_none() {
-    let _serial = SERIAL.lock().await;
     let pair = ServingPair::new();
     let port = free_port();
     let [cert, key] = pair.flags();
@@ -128,7 +125,7 @@ async fn metrics_need_an_authorized_token_and_probes_need_none() {
         .unwrap(),
     )
     .unwrap();
-    let env = ccm_testsupport::TestEnv::get();
+    let env = h.env();
     env.bind_cluster_role(
         &h.admin,
         &h.ns,

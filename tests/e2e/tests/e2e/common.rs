@@ -1,9 +1,10 @@
 //! The harness the controller e2e tests share: the real apiserver, the
 //! fake provider on a fresh socket, and the controller running in-process
-//! as a ServiceAccount bound to exactly the shipped ClusterRole.
-#![allow(dead_code, unused_imports)] // each test binary uses a different part
+//! as a ServiceAccount bound to exactly the shipped ClusterRole; and the
+//! one way to reach that apiserver, [`ControlPlane`], which holds the lock.
 
 use ccm_fake_provider::{FakeCloud, FakeConfig};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -11,15 +12,225 @@ use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::TestEnv;
 use clap::Parser;
 use cloud_controller_manager::config::Options;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::sync::{Mutex, oneshot};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, oneshot};
 
-pub static SERIAL: Mutex<()> = Mutex::const_new(());
+/// Held exclusively by tests that run a controller (it acts on every Node,
+/// Service and PersistentVolume it sees) or create those kinds of objects,
+/// shared by the others.
+static LOCK: RwLock<()> = RwLock::const_new(());
+
+/// A test's hold on the process's control plane: the only way the tests
+/// reach it, so none can forget the lock. An exclusive hold deletes, when
+/// dropped, the Nodes, Services and PersistentVolumes created while it was
+/// held, which under the lock only its test can have created (its
+/// controller creates none of these kinds), and nothing else.
+pub struct ControlPlane {
+    env: &'static TestEnv,
+    /// Exclusive holds: the objects that existed when the hold began.
+    before: Option<Existing>,
+    // Dropped after `drop` has run: the lock outlives the clean-up.
+    _shared: Option<RwLockReadGuard<'static, ()>>,
+    _exclusive: Option<RwLockWriteGuard<'static, ()>>,
+}
+
+/// The uids of the kinds an exclusive hold cleans up.
+pub(crate) struct Existing {
+    nodes: BTreeSet<String>,
+    services: BTreeSet<String>,
+    volumes: BTreeSet<String>,
+}
+
+impl Existing {
+    pub(crate) async fn now(admin: &Client) -> Existing {
+        Existing {
+            nodes: uids(&Api::<Node>::all(admin.clone())).await,
+            services: uids(&Api::<Service>::all(admin.clone())).await,
+            volumes: uids(&Api::<PersistentVolume>::all(admin.clone())).await,
+        }
+    }
+}
+
+/// How long the clean-up of an exclusive hold may take.
+const CLEANUP: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl ControlPlane {
+    /// For a test that runs a controller or creates Nodes, Services of type
+    /// LoadBalancer or PersistentVolumes: no other test holds the control
+    /// plane meanwhile.
+    pub async fn exclusive() -> ControlPlane {
+        let guard = LOCK.write().await;
+        let env = control_plane();
+        let admin = env.admin_client().await.unwrap();
+        let before = Existing::now(&admin).await;
+        ControlPlane {
+            env,
+            before: Some(before),
+            _shared: None,
+            _exclusive: Some(guard),
+        }
+    }
+
+    /// For a test that runs no controller and creates none of the objects
+    /// controllers act on: other such tests run alongside.
+    pub async fn shared() -> ControlPlane {
+        let guard = LOCK.read().await;
+        Self::with_shared(guard)
+    }
+
+    /// [`ControlPlane::shared`] for a test outside a tokio runtime.
+    pub fn shared_blocking() -> ControlPlane {
+        let guard = LOCK.blocking_read();
+        Self::with_shared(guard)
+    }
+
+    fn with_shared(guard: RwLockReadGuard<'static, ()>) -> ControlPlane {
+        ControlPlane {
+            env: control_plane(),
+            before: None,
+            _shared: Some(guard),
+            _exclusive: None,
+        }
+    }
+
+    pub fn env(&self) -> &'static TestEnv {
+        self.env
+    }
+}
+
+/// The only call of [`TestEnv::get`] in the tests: everything else goes
+/// through a [`ControlPlane`].
+#[allow(clippy::disallowed_methods)]
+fn control_plane() -> &'static TestEnv {
+    TestEnv::get()
+}
+
+async fn uids<K>(api: &Api<K>) -> BTreeSet<String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|o| o.meta().uid.clone())
+        .collect()
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let Some(before) = self.before.take() else {
+            return;
+        };
+        let env = self.env;
+        // Clients are bound to the runtime that made them, and this may run
+        // inside the test's (current-thread) runtime or while it unwinds: a
+        // thread with a runtime of its own does the deleting.
+        let cleaned = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                tokio::time::timeout(CLEANUP, delete_created(env, &before))
+                    .await
+                    .map_err(|_| format!("not done within {CLEANUP:?}"))?
+            })
+        })
+        .join();
+        match cleaned {
+            Ok(Ok(())) => {}
+            // Never a panic here: it may run while a failed test unwinds.
+            Ok(Err(e)) => eprintln!("deleting what the test created: {e}"),
+            Err(_) => eprintln!("deleting what the test created: the clean-up panicked"),
+        }
+    }
+}
+
+/// Deletes the Nodes, Services and PersistentVolumes whose uid is not in
+/// `before`, finalizers first (no kube-controller-manager runs here to
+/// remove the apiserver's pv-protection one, and a stopped controller
+/// cannot remove its own).
+pub(crate) async fn delete_created(env: &TestEnv, before: &Existing) -> Result<(), String> {
+    let admin = env.admin_client().await.map_err(|e| format!("{e:#}"))?;
+    delete_new(Api::<Node>::all(admin.clone()), &before.nodes, false).await?;
+    for svc in Api::<Service>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+    {
+        if svc
+            .metadata
+            .uid
+            .as_ref()
+            .is_some_and(|u| !before.services.contains(u))
+        {
+            let ns = svc.metadata.namespace.clone().unwrap_or_default();
+            let api = Api::<Service>::namespaced(admin.clone(), &ns);
+            delete_one(&api, &svc, true).await?;
+        }
+    }
+    delete_new(Api::<PersistentVolume>::all(admin), &before.volumes, true).await
+}
+
+async fn delete_new<K>(
+    api: Api<K>,
+    before: &BTreeSet<String>,
+    unfinalize: bool,
+) -> Result<(), String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let all = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    for o in all.items {
+        if o.meta().uid.as_ref().is_some_and(|u| !before.contains(u)) {
+            delete_one(&api, &o, unfinalize).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `o`, of this uid only (a namesake created since is left alone);
+/// gone already is fine.
+async fn delete_one<K>(api: &Api<K>, o: &K, unfinalize: bool) -> Result<(), String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let name = o.meta().name.clone().unwrap_or_default();
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+    if unfinalize && o.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+        let patch = json!({"metadata": {"uid": o.meta().uid, "finalizers": null}});
+        if let Err(e) = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            && !gone(&e)
+        {
+            return Err(format!("removing the finalizers of {name}: {e}"));
+        }
+    }
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: o.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
+        Err(e) => Err(format!("deleting {name}: {e}")),
+    }
+}
 
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The pod network the route controller is responsible for.
@@ -40,6 +251,9 @@ pub struct Harness {
     pub stop_fake: Option<oneshot::Sender<()>>,
     pub controller: Option<tokio::task::JoinHandle<()>>,
     pub _dir: tempfile::TempDir,
+    /// Held from the start, released last (after its clean-up) when the
+    /// harness is stopped or dropped.
+    control_plane: ControlPlane,
 }
 
 impl Harness {
@@ -86,7 +300,8 @@ impl Harness {
                     .unwrap_or_else(|_| "info".into()),
             )
             .try_init();
-        let env = TestEnv::get();
+        let control_plane = ControlPlane::exclusive().await;
+        let env = control_plane.env();
         let admin = env.admin_client().await.unwrap();
         let ns = env.namespace(&admin, "ccm").await.unwrap();
         for file in roles {
@@ -128,7 +343,13 @@ impl Harness {
             stop_fake,
             controller: Some(controller),
             _dir: dir,
+            control_plane,
         }
+    }
+
+    /// The control plane this harness holds exclusively.
+    pub fn env(&self) -> &'static TestEnv {
+        self.control_plane.env()
     }
 
     /// Stops the controller and starts a new one with `extra_flags`.
@@ -225,7 +446,7 @@ impl Harness {
         let window = ccm_testsupport::steady::kubelet_heartbeats(&self.admin, &nodes, length)
             .await
             .unwrap();
-        let audit = TestEnv::get().audit_log().unwrap();
+        let audit = self.env().audit_log().unwrap();
         audit.sync(&self.admin).await.unwrap();
         let writes = audit
             .writes_by(&self.controller_user(), window.from, window.to)
@@ -503,9 +724,14 @@ impl Provider {
 /// `lease`, to the shipped leader-election Role in kube-system (its Lease
 /// name changed to `lease`); a kubeconfig as that identity written to
 /// `kubeconfig`.
-pub async fn process_identity(admin: &Client, ns: &str, lease: Option<&str>, kubeconfig: &Path) {
+pub async fn process_identity(
+    env: &TestEnv,
+    admin: &Client,
+    ns: &str,
+    lease: Option<&str>,
+    kubeconfig: &Path,
+) {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
-    let env = TestEnv::get();
     let sa = "cloud-controller-manager";
     let shipped = |file: &str| {
         std::fs::read_to_string(format!(
@@ -561,4 +787,35 @@ pub async fn process_identity(admin: &Client, ns: &str, lease: Option<&str>, kub
     env.write_service_account_kubeconfig(ns, sa, kubeconfig)
         .await
         .unwrap();
+}
+
+/// The YAML documents of a rendered manifest, empty ones left out.
+pub fn docs(manifests: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(manifests)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &serde_yaml::Value| !v.is_null())
+        .collect()
+}
+
+/// The first document of `kind`.
+pub fn find<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> &'a serde_yaml::Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+/// Deletes the Service and waits until it is gone (its load balancer
+/// finalizer released).
+pub async fn delete_service_and_wait(services: &Api<Service>, name: &str) {
+    services
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service gone (finalizer released)", || async {
+        match services.get_opt(name).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
+        }
+    })
+    .await;
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::{docs, find};
 use cloud_controller_manager::config::{ControllerName, enabled_controllers};
 use serde_yaml::Value;
 
@@ -108,19 +109,6 @@ fn values_flag(values: Option<&str>) -> Vec<String> {
         .map(|v| format!("--values={v}"))
         .into_iter()
         .collect()
-}
-
-fn docs(manifests: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(manifests)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
 }
 
 fn read(path: &str) -> String {
@@ -232,7 +220,7 @@ fn helm_template_output_matches_the_golden_files() {
     assert!(
         failures.is_empty(),
         "{}\nIf the change is intended, regenerate the golden files and review them:\n  \
-         UPDATE_GOLDEN=1 cargo test -p ccm-e2e --test helm_chart helm_template_output_matches_the_golden_files\n  \
+         UPDATE_GOLDEN=1 cargo test -p ccm-e2e --test e2e helm_chart::helm_template_output_matches_the_golden_files\n  \
          git diff {GOLDEN}",
         failures.join("\n")
     );
@@ -787,7 +775,8 @@ fn series_and_labels_are_read_from_expressions() {
 /// install against the test apiserver (helm asks it for its version).
 #[test]
 fn notes_say_how_to_check_the_rollout_the_leader_and_readiness() {
-    let env = ccm_testsupport::TestEnv::get();
+    let control_plane = crate::common::ControlPlane::shared_blocking();
+    let env = control_plane.env();
     let kubeconfig = format!("--kubeconfig={}", env.kubeconfig().display());
     // The ServiceMonitor and PrometheusRule are left out: helm install
     // refuses kinds the cluster has no CRD for.

@@ -2,31 +2,20 @@
 //! with only the shipped ClusterRole and `--cluster-cidr` = [`CLUSTER_CIDR`],
 //! the fake provider over a Unix socket.
 
-mod common;
-
+use crate::common::*;
 use ccm_fake_provider::{ErrorInjection, ErrorKind, Method};
 use ccm_provider_sdk::proto;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::unique_name;
-use common::*;
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const FLAGS: &[&str] = &["--route-reconciliation-period=1s"];
 
-/// Removes what an earlier failed scenario left (Nodes), so one failure
-/// does not cascade.
+/// A harness with [`FLAGS`]; an earlier scenario's Nodes went with its
+/// harness, so one failure does not cascade.
 async fn harness() -> Harness {
-    let admin = ccm_testsupport::TestEnv::get()
-        .admin_client()
-        .await
-        .unwrap();
-    Api::<Node>::all(admin)
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
     Harness::start(ccm_fake_provider::FakeConfig::default(), FLAGS).await
 }
 
@@ -102,7 +91,6 @@ impl Harness {
 
 #[tokio::test]
 async fn routes_follow_nodes_and_never_leave_the_cluster_cidrs() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     let started = std::time::Instant::now();
     let (a, b, c) = (unique_name("ra"), unique_name("rb"), unique_name("rc"));
@@ -196,7 +184,6 @@ async fn routes_follow_nodes_and_never_leave_the_cluster_cidrs() {
 
 #[tokio::test]
 async fn a_failed_create_is_reported_then_recovered() {
-    let _serial = SERIAL.lock().await;
     let h = harness().await;
     h.fake.inject_error(
         Method::CreateRoute,
@@ -238,7 +225,6 @@ async fn a_failed_create_is_reported_then_recovered() {
 /// once the provider answers again, ready.
 #[tokio::test]
 async fn readyz_answers_in_time_while_a_hung_provider_holds_every_slot() {
-    let _serial = SERIAL.lock().await;
     let mut h = harness().await;
     h.stop_controller().await;
     let port = free_port();
@@ -292,14 +278,8 @@ async fn readyz_answers_in_time_while_a_hung_provider_holds_every_slot() {
         body.starts_with("HTTP/1.0 200").then_some(()).ok_or(body)
     })
     .await;
-    h.stop().await;
-    let nodes: Api<Node> = Api::all(
-        ccm_testsupport::TestEnv::get()
-            .admin_client()
-            .await
-            .unwrap(),
-    );
     for name in &names {
-        let _ = nodes.delete(name, &DeleteParams::default()).await;
+        let _ = h.nodes().delete(name, &DeleteParams::default()).await;
     }
+    h.stop().await;
 }

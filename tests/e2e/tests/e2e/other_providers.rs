@@ -5,14 +5,12 @@
 //! deleting the Service deletes the load balancer and releases the
 //! finalizer. The real apiserver, the controller as its ServiceAccount.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::*;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::{built_binary, unique_name};
-use common::*;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -115,7 +113,7 @@ async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme
 
     let services: Api<Service> = Api::namespaced(h.admin.clone(), &h.ns);
     let name = unique_name("lb");
-    let svc = common::lb_service(&name, 80);
+    let svc = crate::common::lb_service(&name, 80);
     services.create(&PostParams::default(), &svc).await.unwrap();
     let ingress = eventually("the Service to get its ingress", || async {
         let s = services.get(&name).await.map_err(|e| e.to_string())?;
@@ -138,17 +136,7 @@ async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme
         assert_eq!(listed.len(), 1, "{listed:?}");
     }
 
-    services
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Service gone (finalizer released)", || async {
-        match services.get_opt(&name).await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
-        }
-    })
-    .await;
+    delete_service_and_wait(&services, &name).await;
     if lists {
         let listed = client.list_load_balancers("kubernetes").await.unwrap();
         assert!(listed.is_empty(), "load balancer left behind: {listed:?}");
@@ -163,20 +151,17 @@ async fn node_and_load_balancer_lifecycle(provider: Provider, node: &str, scheme
 
 #[tokio::test]
 async fn the_python_memory_provider_drives_the_controller() {
-    let _serial = SERIAL.lock().await;
     let node = unique_name("py-node");
     node_and_load_balancer_lifecycle(python_memory(&[&node]), &node, "memory").await;
 }
 
 #[tokio::test]
 async fn the_go_adapter_over_fake_cloud_drives_the_controller() {
-    let _serial = SERIAL.lock().await;
     node_and_load_balancer_lifecycle(go_fake(), "node-3", "fake").await;
 }
 
 #[tokio::test]
 async fn the_rust_fake_provider_process_drives_the_controller() {
-    let _serial = SERIAL.lock().await;
     let node = unique_name("rs-node");
     node_and_load_balancer_lifecycle(rust_fake(&[&node]), &node, "fake").await;
 }

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use ccm_testsupport::TestEnv;
+
+use crate::common::{ControlPlane, docs, find};
 use serde_yaml::Value;
 
 fn repo() -> PathBuf {
@@ -51,7 +53,8 @@ fn run(cmd: &mut Command, input: Option<&str>) -> String {
 /// Applies `manifests` with `--server-side --dry-run=server`: the
 /// apiserver validates, defaults and admits everything, persisting nothing.
 fn server_dry_run(manifests: &str) -> String {
-    let env = TestEnv::get();
+    let control_plane = ControlPlane::shared_blocking();
+    let env = control_plane.env();
     run(
         Command::new(tool("kubectl"))
             .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
@@ -65,19 +68,6 @@ fn server_dry_run(manifests: &str) -> String {
             ]),
         Some(manifests),
     )
-}
-
-fn docs(manifests: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(manifests)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
 }
 
 fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -941,8 +931,7 @@ fn helm_overrides_reach_the_objects_and_pass_server_side_dry_run() {
 
 /// `kubectl auth can-i` as `user`: whether the real apiserver's RBAC
 /// authorizer allows it.
-fn can_i(user: &str, args: &[&str]) -> bool {
-    let env = TestEnv::get();
+fn can_i(env: &TestEnv, user: &str, args: &[&str]) -> bool {
     let out = Command::new(tool("kubectl"))
         .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
         .args(["auth", "can-i", &format!("--as={user}")])
@@ -966,7 +955,10 @@ fn can_i(user: &str, args: &[&str]) -> bool {
 /// else.
 #[test]
 fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
-    let env = TestEnv::get();
+    // Shared: it applies a ClusterIP Service and RBAC, nothing a controller
+    // acts on.
+    let control_plane = ControlPlane::shared_blocking();
+    let env = control_plane.env();
     let kubectl = || {
         let mut c = Command::new(tool("kubectl"));
         c.arg(format!("--kubeconfig={}", env.kubeconfig().display()));
@@ -1062,7 +1054,7 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
         (&scraper, vec!["list", "nodes"], false),
     ];
     for (user, args, want) in &checks {
-        assert_eq!(can_i(user, args), *want, "{user} {args:?}\n{applied}");
+        assert_eq!(can_i(env, user, args), *want, "{user} {args:?}\n{applied}");
     }
     // The cluster-scoped objects outlive the namespace: remove them.
     run(

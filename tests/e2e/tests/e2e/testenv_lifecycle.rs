@@ -50,7 +50,8 @@ fn error_line(out: &Output) -> String {
 
 #[test]
 fn kubectl_reports_server_1_36_and_denies_unprivileged_service_account() {
-    let env = TestEnv::get();
+    let control_plane = crate::common::ControlPlane::shared_blocking();
+    let env = control_plane.env();
     let kc = env.kubeconfig().to_str().unwrap();
 
     let out = run(&kubectl(), &["--kubeconfig", kc, "version", "-o", "json"]);

@@ -24,7 +24,8 @@ async fn decided(env: &TestEnv, throttle: Arc<ClientThrottle>) -> Throttle {
 
 #[tokio::test]
 async fn the_server_decides_the_client_side_limit_unless_a_flag_does() {
-    let apf = TestEnv::get();
+    let control_plane = crate::common::ControlPlane::shared().await;
+    let apf = control_plane.env();
     assert_eq!(
         decided(apf, ClientThrottle::from_flags(None, None)).await,
         Throttle::Off,

@@ -3,10 +3,8 @@
 //! than the rest running on with a frozen Node cache. Faults come from the
 //! test-only `fault-injection` feature's `--inject-panic`.
 
-mod common;
-
+use crate::common::*;
 use ccm_fake_provider::FakeConfig;
-use common::*;
 use tokio::sync::oneshot;
 
 #[tokio::test]

@@ -46,8 +46,6 @@
 //! an empty holder is free at once, `leaseTransitions` grows by one per
 //! takeover.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -56,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ccm_fake_provider::{Address, AddressType, FakeCloud, FakeConfig, InstanceSpec, Method};
-use ccm_testsupport::{TestEnv, built_binary, free_port, spawn_tied, unique_name};
+use ccm_testsupport::{built_binary, free_port, spawn_tied, unique_name};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -66,7 +64,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Client};
 
-use common::{DEADLINE, UNINITIALIZED, admin_get, eventually, eventually_within, has_taint};
+use crate::common::{
+    ControlPlane, DEADLINE, UNINITIALIZED, admin_get, eventually, eventually_within, has_taint,
+};
 
 /// The same timings on both sides: short, so the test is quick.
 const LEASE_DURATION: Duration = Duration::from_secs(4);
@@ -475,7 +475,10 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
     let upstream_bin = upstream_binary();
     let ours_bin = built_binary("cloud-controller-manager", "cloud-controller-manager");
 
-    let env = TestEnv::get();
+    // Exclusive: it runs controllers. Released last, after both processes
+    // are killed.
+    let control_plane = ControlPlane::exclusive().await;
+    let env = control_plane.env();
     let admin = env.admin_client().await.unwrap();
     let ns = env.namespace(&admin, "handoff").await.unwrap();
     let lease = unique_name("ccm-handoff");
@@ -485,7 +488,7 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
     // Ours: a ServiceAccount with the shipped ClusterRole and the shipped
     // leader-election Role, its Lease name changed to this test's.
     let ours_kubeconfig = dir.path().join("ours.kubeconfig");
-    common::process_identity(&admin, &ns, Some(&lease), &ours_kubeconfig).await;
+    crate::common::process_identity(env, &admin, &ns, Some(&lease), &ours_kubeconfig).await;
 
     // The Nodes, named now so our fake knows their instances: each answer
     // differs from the bench cloud's.
@@ -551,7 +554,7 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
         let admin = admin.clone();
         let run = run.clone();
         async move {
-            let mut node = common::kubelet_node(&name);
+            let mut node = crate::common::kubelet_node(&name);
             node.metadata
                 .labels
                 .get_or_insert_default()

@@ -10,20 +10,18 @@
 //!
 //! Every packet goes to 127.0.0.0/8, or stays inside the test's namespace.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common::*;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::{built_binary, unique_name};
-use common::*;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -194,7 +192,6 @@ async fn metrics_of(port: u16) -> String {
 
 #[tokio::test]
 async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabels_and_restarts() {
-    let _serial = SERIAL.lock().await;
     let files = tempfile::tempdir().unwrap();
     let machines = machines("local", "127.0.2", 3);
     let [m1, m2, m3] = [&machines[0], &machines[1], &machines[2]];
@@ -292,17 +289,7 @@ async fn traffic_through_the_vip_reaches_exactly_the_ingress_nodes_across_relabe
     );
 
     // Deleting the Service closes the listener and frees the address.
-    services
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Service gone (finalizer released)", || async {
-        match services.get_opt(&name).await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(s) => Err(format!("{:?}", s.metadata.finalizers)),
-        }
-    })
-    .await;
+    delete_service_and_wait(&services, &name).await;
     assert!(connect(vip).await.is_err(), "the VIP no longer answers");
     let client =
         ProviderClient::connect_lazy(&provider.endpoint, ClientOptions::default()).unwrap();
@@ -370,7 +357,6 @@ fn netns_pid(p: &Provider) -> u32 {
 
 #[tokio::test]
 async fn routes_land_in_the_kernel_table_of_a_private_network_namespace() {
-    let _serial = SERIAL.lock().await;
     let files = tempfile::tempdir().unwrap();
     let machines = machines("route", "127.0.3", 2);
     let [m1, m2] = [&machines[0], &machines[1]];
@@ -473,7 +459,6 @@ fn routes_calls(metrics: &str, method: &str) -> u64 {
 /// reconciles make no DeleteRoute and no CreateRoute call.
 #[tokio::test]
 async fn converged_routes_are_left_alone_by_further_full_reconciles() {
-    let _serial = SERIAL.lock().await;
     let files = tempfile::tempdir().unwrap();
     let machines = machines("steady", "127.0.4", 3);
     let all: Vec<&Machine> = machines.iter().collect();

@@ -2,14 +2,12 @@
 //! reconnect, and controllers start and stop to match, visible in
 //! `/healthz` and `running_managed_controllers`.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use ccm_fake_provider::FakeConfig;
 use ccm_provider_sdk::ProviderServer;
 use ccm_testsupport::unique_name;
-use common::*;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -63,7 +61,10 @@ async fn controllers_follow_the_providers_capabilities() {
     let services: Api<Service> = Api::namespaced(h.admin.clone(), &h.ns);
     let name = unique_name("late");
     services
-        .create(&PostParams::default(), &common::lb_service(&name, 80))
+        .create(
+            &PostParams::default(),
+            &crate::common::lb_service(&name, 80),
+        )
         .await
         .unwrap();
 

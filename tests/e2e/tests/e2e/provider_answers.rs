@@ -2,8 +2,7 @@
 //! does (issue 12, points 4 and 5), with providers that wrap the fake cloud
 //! and change one answer.
 
-mod common;
-
+use crate::common::*;
 use ccm_fake_provider::{FakeCloud, FakeConfig};
 use ccm_provider_sdk::proto::{InstanceMetadata, NodeRef};
 use ccm_provider_sdk::{
@@ -11,7 +10,6 @@ use ccm_provider_sdk::{
     ShutdownState,
 };
 use ccm_testsupport::unique_name;
-use common::*;
 use kube::api::PostParams;
 use tokio::sync::oneshot;
 

@@ -2,11 +2,9 @@
 //! cluster and the provider, decides, and writes nothing; every write it
 //! would have made is counted in `ccm_dry_run_writes_total`.
 
-mod common;
-
+use crate::common::*;
 use ccm_fake_provider::{FakeConfig, InstanceSpec, Method};
 use ccm_testsupport::unique_name;
-use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -23,7 +21,6 @@ fn counted(metrics: &str, target: &str, operation: &str) -> bool {
 
 #[tokio::test]
 async fn a_shadow_decides_everything_and_writes_nothing() {
-    let _serial = SERIAL.lock().await;
     let tainted = unique_name("shadow-new");
     let gone = unique_name("shadow-gone");
     let port = free_port();
