@@ -420,11 +420,11 @@ fn verbosity_maps_onto_the_tracing_filter() {
     assert_eq!(parse(&["--v=1"]).log_filter(), "info");
     assert_eq!(
         parse(&["--v=2"]).log_filter(),
-        "info,cloud_controller_manager=debug,ccm_provider_sdk=debug"
+        "info,cloud_controller_manager=debug,ccm_runtime=debug,ccm_provider_sdk=debug"
     );
     assert_eq!(
         parse(&["--v=10"]).log_filter(),
-        "info,cloud_controller_manager=trace,ccm_provider_sdk=trace"
+        "info,cloud_controller_manager=trace,ccm_runtime=trace,ccm_provider_sdk=trace"
     );
     // The last one wins, as Go's flags.
     assert_eq!(parse(&["--v=2", "--v=5"]).compat.verbosity, Some(5));

@@ -651,13 +651,18 @@ fn name_argument(args: &str) -> Option<String> {
     metric_like.then(|| name.to_owned())
 }
 
-/// What the controller exports, read from controller/src: the names it
+/// What the controller exports, read from the sources of the crates its
+/// binary is built from (`controller/src`, `runtime/src`): the names it
 /// registers (`registry.register`) or encodes at scrape time
 /// (`encode_descriptor`, `gauge`), and the label names of its label sets
 /// (`pub <label>:` fields of the `EncodeLabelSet` structs).
+const CONTROLLER_SOURCES: [&str; 2] = ["controller/src", "runtime/src"];
+
 fn registered_metrics() -> (BTreeSet<String>, BTreeSet<String>) {
     let mut sources = Vec::new();
-    rust_sources(&repo().join("controller/src"), &mut sources);
+    for crate_src in CONTROLLER_SOURCES {
+        rust_sources(&repo().join(crate_src), &mut sources);
+    }
     let mut names = BTreeSet::new();
     let mut labels = BTreeSet::new();
     for src in &sources {
@@ -702,7 +707,7 @@ fn alerts_name_only_series_the_controller_registers() {
     ] {
         assert!(
             registered.contains(must),
-            "controller/src parsed: {registered:?}"
+            "{CONTROLLER_SOURCES:?} parsed: {registered:?}"
         );
     }
     // Labels Prometheus itself attaches to a ServiceMonitor's targets.
@@ -731,7 +736,7 @@ fn alerts_name_only_series_the_controller_registers() {
             // `up` is Prometheus' own series for every target.
             assert!(
                 s == "up" || is_exported(s, &registered),
-                "{alert} uses {s}, which the controller (controller/src) does not register"
+                "{alert} uses {s}, which the controller ({CONTROLLER_SOURCES:?}) does not register"
             );
         }
         for label in labels_of(expr) {
@@ -861,7 +866,7 @@ fn the_dashboard_queries_only_series_the_controller_exports() {
             for s in &series {
                 assert!(
                     is_exported(s, &registered),
-                    "{title} queries {s}, which the controller (controller/src) does not export"
+                    "{title} queries {s}, which the controller ({CONTROLLER_SOURCES:?}) does not export"
                 );
             }
             for label in labels_of(expr) {
