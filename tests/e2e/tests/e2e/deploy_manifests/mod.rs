@@ -2,7 +2,7 @@
 //! apiserver's server-side dry-run, carry the security settings the pod
 //! needs, and grant exactly the RBAC in deploy/base (the e2e tests run the
 //! controller with those files). The chart's value sets are those of
-//! tests/e2e/golden/helm/values (tests/helm_chart.rs compares their output
+//! tests/e2e/golden/helm/values (helm_chart/ compares their output
 //! with golden files); the ServiceMonitor and PrometheusRule, whose CRDs the
 //! test apiserver does not have, are left out of the dry-run and checked
 //! field by field.

@@ -6,7 +6,7 @@
 //! `--controllers` values the controller parses as meant, the alerts naming
 //! only series the controller registers, and NOTES.txt. The same values
 //! sets are applied to the real apiserver (server-side dry-run) and their
-//! pods and RBAC checked by tests/deploy_manifests.rs.
+//! pods and RBAC checked by deploy_manifests/.
 
 mod metrics;
 mod render;
@@ -95,7 +95,7 @@ fn helm_err(args: &[&str]) -> String {
 }
 
 /// `helm template` as the release `ccm` in kube-system, the way the
-/// golden files and tests/deploy_manifests.rs render it.
+/// golden files and deploy_manifests/ render it.
 fn template(extra: &[&str]) -> String {
     let mut args = vec!["template", "ccm", CHART, "--namespace=kube-system"];
     args.extend_from_slice(extra);
