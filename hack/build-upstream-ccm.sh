@@ -2,7 +2,7 @@
 # Builds upstream-ccm (the upstream Go cloud-controller-manager from
 # k8s.io/cloud-provider with the in-memory "bench" cloud, tests/upstream-ccm)
 # for `make bench-compare` and for the e2e test
-# tests/e2e/tests/e2e/upstream_handoff.rs (which runs this script, so `make
+# tests/e2e/tests/e2e/upstream_handoff/ (which runs this script, so `make
 # test` builds it too), caching the binary by a hash of everything that
 # affects it, and links it into target/upstream-ccm/bin/.
 #

@@ -1,0 +1,231 @@
+//! The pod a rendered Deployment or DaemonSet runs: the settings
+//! production needs, whichever workload and provider.
+
+use super::*;
+
+/// The pod settings production needs, on the rendered Deployment.
+pub(super) fn check_deployment(d: &Value) {
+    assert_eq!(d["kind"], "Deployment");
+    let spec = &d["spec"];
+    assert!(spec["replicas"] == 2 || spec["replicas"] == 1);
+    check_rolling_update(spec);
+    assert!(spec["template"]["spec"]["affinity"]["podAntiAffinity"].is_mapping());
+    check_pod(d);
+}
+
+/// maxSurge 0: a surge pod would not fit next to the old one (host
+/// network, same port) on a single control-plane node.
+pub(super) fn check_rolling_update(spec: &Value) {
+    let rolling = &spec["strategy"]["rollingUpdate"];
+    assert_eq!(rolling["maxUnavailable"], 1);
+    assert_eq!(rolling["maxSurge"], 0);
+}
+
+/// The DaemonSet form: one pod per selected node, no replicas.
+pub(super) fn check_daemonset(d: &Value) {
+    assert_eq!(d["kind"], "DaemonSet");
+    let spec = &d["spec"];
+    assert!(spec["replicas"].is_null() && spec["strategy"].is_null());
+    assert_eq!(spec["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
+    assert_eq!(
+        spec["template"]["spec"]["nodeSelector"]["node-role.kubernetes.io/control-plane"], "",
+        "one per control-plane node, as upstream's example manifests"
+    );
+    check_pod(d);
+}
+
+/// The pod template of a Deployment or DaemonSet: what the pod needs
+/// whichever workload runs it.
+pub(super) fn check_pod(d: &Value) {
+    let spec = &d["spec"];
+    let labels = spec["template"]["metadata"]["labels"].as_mapping().unwrap();
+    for (k, v) in spec["selector"]["matchLabels"].as_mapping().unwrap() {
+        assert_eq!(labels.get(k), Some(v), "the selector selects the pods");
+    }
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let tolerated = strings(&pod["tolerations"], Some("key"));
+    for key in [
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "node-role.kubernetes.io/control-plane",
+        "node.kubernetes.io/not-ready",
+    ] {
+        assert!(tolerated.contains(&key), "toleration {key}");
+    }
+    let uninitialized = pod["tolerations"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|t| t["key"] == "node.cloudprovider.kubernetes.io/uninitialized")
+        .unwrap();
+    assert_eq!(
+        uninitialized["operator"], "Exists",
+        "any value of the taint is tolerated, as upstream's manifests do"
+    );
+    // The provider: a regular container, or a native sidecar (an init
+    // container that keeps running).
+    let containers: Vec<&Value> = pod["containers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
+        .collect();
+    assert_eq!(containers.len(), 2, "controller + provider sidecar");
+    let named = |name: &str| {
+        *containers
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no container {name}"))
+    };
+    for c in &containers {
+        let sc = &c["securityContext"];
+        assert_eq!(
+            sc["readOnlyRootFilesystem"],
+            true,
+            "{}",
+            c["name"].as_str().unwrap()
+        );
+        assert_eq!(sc["allowPrivilegeEscalation"], false);
+        assert_eq!(sc["capabilities"]["drop"][0], "ALL");
+        let mounts = c["volumeMounts"].as_sequence().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["mountPath"] == "/var/run/cloud-provider"),
+            "both share the socket directory"
+        );
+    }
+    let controller = &pod["containers"][0];
+    assert_eq!(controller["name"], "cloud-controller-manager");
+    // Upstream's serving: HTTPS on 10258, probed over HTTPS.
+    assert!(
+        strings(&controller["args"], None).contains(&"--secure-port=10258"),
+        "{:?}",
+        controller["args"]
+    );
+    assert_eq!(controller["ports"][0]["containerPort"], 10258);
+    assert_eq!(controller["ports"][0]["name"], "https");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(controller[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+        assert_eq!(controller[probe]["httpGet"]["port"], "https", "{probe}");
+    }
+    assert_eq!(controller["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(controller["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let probe_timeout = controller["readinessProbe"]["timeoutSeconds"].as_u64();
+    let verdict_within = cloud_controller_manager::manager::admin::READYZ_PROBE_DEADLINE;
+    assert!(
+        probe_timeout.is_some_and(|t| t > verdict_within.as_secs()),
+        "kubelet must wait longer than /readyz takes to decide: {probe_timeout:?}"
+    );
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    let volume = |name: &str| {
+        volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    assert!(
+        volume("provider-socket")["emptyDir"].is_mapping(),
+        "the socket lives in an emptyDir"
+    );
+
+    // Only the controller holds a credential for the cluster: no token is
+    // mounted by default, and the projected one goes to the controller
+    // container alone.
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let token = &volume("kube-api-access")["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(token["path"], "token");
+    const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    assert!(
+        strings(&controller["volumeMounts"], Some("mountPath")).contains(&TOKEN_DIR),
+        "the controller reads its token where in-cluster clients look"
+    );
+    let provider = named("provider");
+    // Its liveness through the controller's secure port, which lets the
+    // probe in without a token.
+    let probe = &provider["livenessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/livez/provider");
+    assert_eq!(probe["port"], 10258);
+    assert_eq!(probe["scheme"], "HTTPS");
+    assert!(
+        strings(&controller["args"], None).contains(
+            &"--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/provider"
+        ),
+        "{:?}",
+        controller["args"]
+    );
+    for mount in strings(&provider["volumeMounts"], Some("mountPath")) {
+        assert!(
+            !mount.starts_with("/var/run/secrets/kubernetes.io"),
+            "the provider must not see a cluster token: {mount}"
+        );
+    }
+    assert!(
+        provider["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .all(|m| m["name"] != "kube-api-access"),
+        "the provider must not mount the token volume"
+    );
+}
+
+/// What the overlay and the Helm values for the local provider both give:
+/// one replica, the inventory and the state mounted into the provider
+/// only.
+pub(super) fn check_local_provider_pod(d: &Value) {
+    assert_eq!(d["spec"]["replicas"], 1, "the data path lives in one pod");
+    let pod = &d["spec"]["template"]["spec"];
+    let provider = &pod["containers"][1];
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/local-provider:0.1.0");
+    let args = strings(&provider["args"], None);
+    for want in [
+        "--inventory=/etc/local-provider/inventory.yaml",
+        "--state-file=/var/lib/local-provider/state.json",
+    ] {
+        assert!(args.contains(&want), "{args:?}");
+    }
+    assert_eq!(
+        strings(&provider["volumeMounts"], Some("mountPath")),
+        [
+            "/var/run/cloud-provider",
+            "/etc/local-provider",
+            "/var/lib/local-provider"
+        ]
+    );
+    assert_eq!(
+        strings(&pod["containers"][0]["volumeMounts"], Some("mountPath")),
+        [
+            "/var/run/cloud-provider",
+            "/var/run/secrets/kubernetes.io/serviceaccount"
+        ],
+        "the controller sees the socket and its own token, not the provider's files"
+    );
+    assert_eq!(
+        strings(&pod["volumes"], Some("name")),
+        [
+            "kube-api-access",
+            "provider-socket",
+            "inventory",
+            "provider-state"
+        ]
+    );
+    let inventory = &pod["volumes"][2];
+    assert_eq!(inventory["configMap"]["name"], "local-provider-inventory");
+}
+
+pub(super) fn pod_spec(workload: &Value) -> &Value {
+    &workload["spec"]["template"]["spec"]
+}
+
+/// The controller container's arguments.
+pub(super) fn controller_args(workload: &Value) -> Vec<&str> {
+    strings(&pod_spec(workload)["containers"][0]["args"], None)
+}
