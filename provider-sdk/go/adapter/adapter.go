@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -74,9 +75,10 @@ type Options struct {
 	// Probe reports readiness (nil error: READY; an error: NOT_READY with
 	// its message). Default: always READY.
 	Probe func(ctx context.Context) error
-	// ClientBuilder is passed to cloud.Initialize, which Serve calls before
-	// serving as the upstream cloud-controller-manager does (nil unless
-	// set: clouds that need a Kubernetes client must be given one).
+	// ClientBuilder is passed to cloud.Initialize, which New calls before
+	// it asks the cloud for any interface, as the upstream
+	// cloud-controller-manager does (nil unless set: clouds that need a
+	// Kubernetes client must be given one).
 	ClientBuilder cloudprovider.ControllerClientBuilder
 	// SocketMode, GracePeriod and Logger are passed to sdk.Serve.
 	SocketMode  fs.FileMode
@@ -87,7 +89,10 @@ type Options struct {
 // Adapter serves one cloud. The interfaces the cloud supports are read once,
 // in New: the capabilities must stay the same for the provider's lifetime.
 type Adapter struct {
-	cloud        cloudprovider.Interface
+	cloud cloudprovider.Interface
+	// stop is the channel cloud.Initialize was given; Close closes it.
+	stop         chan struct{}
+	closeOnce    sync.Once
 	opts         Options
 	info         *pb.GetProviderInfoResponse
 	capabilities []pb.Capability
@@ -100,12 +105,16 @@ type Adapter struct {
 	volumes      cloudprovider.PVLabeler
 }
 
-// New reads what cloud supports and checks the provider's identity.
+// New checks the provider's identity, calls cloud.Initialize (with
+// Options.ClientBuilder and a stop channel that Close closes), then reads
+// what the cloud supports: upstream's cloud-controller-manager initialises
+// a cloud before it asks for any of its interfaces, and clouds keep what
+// Initialize gave them (clients, an event recorder) in those interfaces.
 func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 	if cloud == nil {
 		return nil, fmt.Errorf("adapter: no cloud")
 	}
-	a := &Adapter{cloud: cloud, opts: opts}
+	a := &Adapter{cloud: cloud, opts: opts, stop: make(chan struct{})}
 	name, scheme, version := opts.Name, opts.ProviderIDScheme, opts.VendorVersion
 	if name == "" {
 		name = cloud.ProviderName()
@@ -133,6 +142,7 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		HasClusterId:     ptr(cloud.HasClusterID()),
 		Manifest:         copyMap(opts.Manifest),
 	}
+	cloud.Initialize(opts.ClientBuilder, a.stop)
 	if v2, ok := cloud.InstancesV2(); ok && v2 != nil {
 		a.instancesV2 = v2
 	} else if v1, ok := cloud.Instances(); ok && v1 != nil {
@@ -203,13 +213,16 @@ func (a *Adapter) Register(srv *grpc.Server) {
 	}
 }
 
-// Serve calls cloud.Initialize (with Options.ClientBuilder and a stop
-// channel closed when Serve returns), then serves the cloud on
-// Options.Endpoint until ctx is done or SIGTERM/SIGINT (see sdk.Serve).
+// Close closes the stop channel the cloud's Initialize was given; Serve
+// calls it when it returns. Calling it again does nothing.
+func (a *Adapter) Close() {
+	a.closeOnce.Do(func() { close(a.stop) })
+}
+
+// Serve serves the cloud on Options.Endpoint until ctx is done or
+// SIGTERM/SIGINT (see sdk.Serve), then closes the adapter.
 func (a *Adapter) Serve(ctx context.Context) error {
-	stop := make(chan struct{})
-	defer close(stop)
-	a.cloud.Initialize(a.opts.ClientBuilder, stop)
+	defer a.Close()
 	srv := sdk.NewServer(a.opts.Logger)
 	a.Register(srv)
 	endpoint := a.opts.Endpoint

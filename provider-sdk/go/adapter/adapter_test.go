@@ -205,3 +205,55 @@ func TestServeOverTheSocket(t *testing.T) {
 		t.Errorf("capabilities = %v, %v", caps, err)
 	}
 }
+
+// orderCloud records the order of the adapter's calls into the cloud.
+type orderCloud struct {
+	*testCloud
+	calls []string
+	stop  <-chan struct{}
+}
+
+func (c *orderCloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	c.calls = append(c.calls, "Initialize")
+	c.stop = stop
+}
+
+func (c *orderCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	c.calls = append(c.calls, "InstancesV2")
+	return c.testCloud.InstancesV2()
+}
+
+func (c *orderCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	c.calls = append(c.calls, "LoadBalancer")
+	return c.testCloud.LoadBalancer()
+}
+
+// Upstream's cloud-controller-manager calls Initialize before it asks the
+// cloud for any interface (app/controllermanager.go); real clouds (hcloud)
+// keep what Initialize gave them (an event recorder, clients) in the
+// interfaces they return, so asking first hands out half-made ones.
+func TestInitializeComesBeforeTheCloudsInterfaces(t *testing.T) {
+	cloud := &orderCloud{testCloud: &testCloud{v2: &v2Instances{}, lb: &testLB{}}}
+	a, err := New(cloud, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cloud.calls) == 0 || cloud.calls[0] != "Initialize" {
+		t.Fatalf("calls = %v, want Initialize first", cloud.calls)
+	}
+	if n := strings.Count(strings.Join(cloud.calls, " "), "Initialize"); n != 1 {
+		t.Errorf("Initialize called %d times: %v", n, cloud.calls)
+	}
+	select {
+	case <-cloud.stop:
+		t.Fatal("the stop channel is closed while the adapter lives")
+	default:
+	}
+	a.Close()
+	a.Close()
+	select {
+	case <-cloud.stop:
+	default:
+		t.Error("Close did not close the stop channel")
+	}
+}

@@ -161,6 +161,7 @@ func newAdapter(t *testing.T, cloud cloudprovider.Interface, opts Options) *Adap
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close)
 	return a
 }
 
