@@ -187,7 +187,7 @@ mod tests {
     use super::*;
     use crate::FencingToken;
     use crate::client::rpcs::ServiceClient;
-    use crate::client::{CallObserver, ClientOptions, MutationGate};
+    use crate::client::{ClientOptions, MutationGate};
     use crate::error::ProviderError;
     use crate::proto;
 
@@ -321,21 +321,7 @@ mod tests {
         }
     }
 
-    /// Every observer callback, in order, as text.
-    #[derive(Default)]
-    struct Recorder(Mutex<Vec<String>>);
-
-    impl CallObserver for Recorder {
-        fn observe(&self, method: &'static str, code: tonic::Code, _: Duration) {
-            self.0.lock().push(format!("observe {method} {code:?}"));
-        }
-        fn started(&self, method: &'static str) {
-            self.0.lock().push(format!("started {method}"));
-        }
-        fn failed(&self, method: &'static str, reason: Option<&'static str>) {
-            self.0.lock().push(format!("failed {method} {reason:?}"));
-        }
-    }
+    use super::observe::tests::Recorder;
 
     #[tokio::test]
     async fn the_observer_hears_every_call_and_the_reason_of_a_failure() {

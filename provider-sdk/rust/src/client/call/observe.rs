@@ -162,7 +162,7 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use parking_lot::Mutex;
@@ -170,8 +170,9 @@ mod tests {
 
     use super::*;
 
+    /// Every observer callback, in order, as text.
     #[derive(Default)]
-    struct Recorder(Mutex<Vec<String>>);
+    pub(in crate::client::call) struct Recorder(pub(in crate::client::call) Mutex<Vec<String>>);
 
     impl CallObserver for Recorder {
         fn observe(&self, method: &'static str, code: tonic::Code, _: Duration) {
