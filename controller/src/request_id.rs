@@ -12,7 +12,7 @@ use std::future::Future;
 
 use futures::future::BoxFuture;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, Service};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::ResourceExt;
 use tracing::Instrument;
 
@@ -35,10 +35,6 @@ pub fn node(n: &Node) -> String {
 
 pub fn node_named(name: &str) -> String {
     format!("node/{name}")
-}
-
-pub fn volume(pv: &PersistentVolume) -> String {
-    volume_named(&pv.name_any())
 }
 
 pub fn volume_named(name: &str) -> String {

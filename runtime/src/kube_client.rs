@@ -316,16 +316,6 @@ pub trait WriteFence: Clone + Send + Sync + 'static {
     fn allows_writes(&self) -> bool;
 }
 
-/// A fence that is always open (no leader election).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Open;
-
-impl WriteFence for Open {
-    fn allows_writes(&self) -> bool {
-        true
-    }
-}
-
 /// Refuses every request but reads (GET) while the fence is closed: the
 /// one place Kubernetes writes are fenced by leader election.
 #[derive(Debug, Clone)]

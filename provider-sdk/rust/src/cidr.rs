@@ -89,10 +89,6 @@ impl Cidr {
     pub fn contains_ip(&self, ip: IpAddr) -> bool {
         self.0.contains(&ip)
     }
-
-    pub fn as_ipnet(&self) -> IpNet {
-        self.0
-    }
 }
 
 impl fmt::Display for Cidr {
