@@ -52,10 +52,10 @@ impl Lb {
 /// when this process sent one.
 impl Lb {
     pub(super) async fn vanished(&self, key: ObjectRef<Service>) -> Result<Action, Failed> {
-        let Some(namespace) = key.namespace.clone() else {
+        if key.namespace.is_none() {
             return Ok(Action::await_change());
-        };
-        let id = format!("{namespace}/{}", key.name);
+        }
+        let id = record_key(&key);
         let Some(record) = self.records.lock().get(&id).cloned() else {
             return Ok(Action::await_change());
         };
@@ -66,15 +66,7 @@ impl Lb {
             return Ok(Action::await_change());
         };
         // What events refer to: the Service as it was.
-        let svc = Service {
-            metadata: kube::api::ObjectMeta {
-                namespace: Some(namespace),
-                name: Some(key.name.clone()),
-                uid: Some(sent.uid.clone()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let svc = gone_service(&key, Some(sent.uid.clone()));
         let warnings = self
             .ctx
             .provider
@@ -91,5 +83,28 @@ impl Lb {
         drop(record);
         self.forget(&id);
         Ok(Action::await_change())
+    }
+}
+
+/// The record key of the Service `key` names (`namespace/name`).
+pub(super) fn record_key(key: &ObjectRef<Service>) -> String {
+    format!(
+        "{}/{}",
+        key.namespace.as_deref().unwrap_or_default(),
+        key.name
+    )
+}
+
+/// The Service `key` named, with the `uid` its Ensure was sent for: what
+/// Events and request ids refer to once the Service is gone.
+pub(super) fn gone_service(key: &ObjectRef<Service>, uid: Option<String>) -> Service {
+    Service {
+        metadata: kube::api::ObjectMeta {
+            namespace: key.namespace.clone(),
+            name: Some(key.name.clone()),
+            uid,
+            ..Default::default()
+        },
+        ..Default::default()
     }
 }

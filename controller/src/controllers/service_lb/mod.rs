@@ -185,8 +185,6 @@ impl Reconcile for Lb {
     type Object = Service;
     type Error = Failed;
 
-    const RETRY: ccm_runtime::controller::RetryPolicy = retry::RETRY;
-
     async fn reconcile(&self, svc: Arc<Service>) -> Result<Action, Failed> {
         self.sync(svc).await
     }
@@ -208,22 +206,9 @@ impl Reconcile for Lb {
         if let Some(svc) = svc {
             return Some(request_id::service(svc));
         }
-        let namespace = key.namespace.clone().unwrap_or_default();
-        let record = self
-            .records
-            .lock()
-            .get(&format!("{namespace}/{}", key.name))
-            .cloned();
+        let record = self.records.lock().get(&delete::record_key(key)).cloned();
         let uid = record.and_then(|r| r.try_lock().ok()?.sent.as_ref().map(|s| s.uid.clone()));
-        Some(request_id::service(&Service {
-            metadata: kube::api::ObjectMeta {
-                namespace: Some(namespace),
-                name: Some(key.name.clone()),
-                uid,
-                ..Default::default()
-            },
-            ..Default::default()
-        }))
+        Some(request_id::service(&delete::gone_service(key, uid)))
     }
 }
 
