@@ -3,8 +3,8 @@
 # tests/testenv, caching the binaries by a hash of everything that affects
 # them, and links them into target/testenv/bin/.
 #
-# A cold build compiles most of k8s.io/kubernetes: expect 10-20 minutes on
-# 2 cores. A warm start (cache hit) takes well under a second.
+# A cold build compiles most of k8s.io/kubernetes (its time:
+# docs/benchmarks.md); a cache hit builds nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ key=$( { cd "$src" && cat go.mod go.sum ./*.go; go version; echo "$k8s_version" 
 cache=${CCM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccm-rs}/testenv/$key
 
 if [[ ! -x $cache/ccm-testenv || ! -x $cache/kubectl ]]; then
-  echo "build-testenv: building kube-apiserver+etcd and kubectl $k8s_version (cache key $key); a cold build takes 10-20 minutes" >&2
+  echo "build-testenv: building kube-apiserver+etcd and kubectl $k8s_version (cache key $key); a cold build takes a while (docs/benchmarks.md)" >&2
   start=$(date +%s)
   mkdir -p "${cache%/*}"
   tmp=$(mktemp -d "${cache%/*}/tmp.XXXXXX")

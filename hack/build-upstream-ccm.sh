@@ -7,9 +7,8 @@
 # affects it, and links it into target/upstream-ccm/bin/.
 #
 # Modelled on hack/build-testenv.sh. Its dependency graph is a subset of
-# tests/testenv's, so after build-testenv.sh a cold build takes seconds to
-# under a minute on 2 cores (about 5.5 minutes with an empty Go build
-# cache). A warm start (cache hit) takes well under a second.
+# tests/testenv's, so after build-testenv.sh a cold build reuses most of
+# the Go build cache; a cache hit builds nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
