@@ -410,7 +410,15 @@ mod tests {
         }
         fn revoked(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
             let me = self.clone();
-            Box::pin(async move { me.revoked.notified().await })
+            Box::pin(async move {
+                // Registered before looking, so a revoke in between is seen.
+                let notified = me.revoked.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                if me.open.load(Ordering::SeqCst) {
+                    notified.await;
+                }
+            })
         }
         fn superseded(&self, newest: &FencingToken) {
             self.superseded_by.lock().push(newest.clone());
@@ -431,8 +439,14 @@ mod tests {
         assert_eq!(read.unwrap(), "", "a read carries no token");
     }
 
-    /// Never answers.
+    /// Never answers; says when it has been sent.
     struct Hang;
+
+    /// Notified (with a stored permit) when a [`Hang`] is sent.
+    fn hang_sent() -> &'static tokio::sync::Notify {
+        static SENT: std::sync::OnceLock<tokio::sync::Notify> = std::sync::OnceLock::new();
+        SENT.get_or_init(tokio::sync::Notify::new)
+    }
 
     impl Unary for Hang {
         const METHOD: &'static str = "Hang";
@@ -440,6 +454,7 @@ mod tests {
         type Client = Unconnected;
         type Response = ();
         async fn send(_: Unconnected, _: Request<Self>) -> Result<Response<()>, Status> {
+            hang_sent().notify_one();
             std::future::pending().await
         }
     }
@@ -452,8 +467,10 @@ mod tests {
             ..Default::default()
         });
         let call = tokio::spawn(async move { c.call(Rpc::mutation("k".into()), Hang, Ok).await });
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Past the gate and sent: only the revocation can end it now.
+        tokio::time::timeout(Duration::from_secs(5), hang_sent().notified())
+            .await
+            .expect("the mutation was sent");
         leader.revoke();
         let err = tokio::time::timeout(Duration::from_secs(5), call)
             .await
