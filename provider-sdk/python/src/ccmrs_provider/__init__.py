@@ -11,7 +11,9 @@ naming the field, validation of the provider's answers, pagination,
 deadline and cancellation (:class:`CallContext`), fencing tokens
 (:class:`FencingToken`, :class:`Fence`), 16 MiB message limits both ways,
 errors with exactly the contract's codes and reasons
-(:class:`ProviderError`), and graceful shutdown on SIGTERM/SIGINT.
+(:class:`ProviderError`), graceful shutdown on SIGTERM/SIGINT, and a
+stderr log handler unless the provider configured logging itself
+(:func:`configure_logging`).
 
 The contract's messages are in :mod:`ccmrs_provider.pb`.
 """
@@ -21,6 +23,7 @@ from .calls import REQUEST_ID_METADATA
 from .endpoint import DEFAULT_ENDPOINT, EndpointError, socket_path
 from .errors import ERROR_DOMAIN, MAX_ERROR_TEXT_BYTES, ProviderError, Reason
 from .fencing import FENCING_TOKEN_METADATA, Fence, FencingToken
+from .logs import LOG_LEVEL_ENV, configure_logging
 from .paginate import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .provider import (
     CallContext,
@@ -48,6 +51,7 @@ __all__ = [
     "DEFAULT_PAGE_SIZE",
     "ERROR_DOMAIN",
     "FENCING_TOKEN_METADATA",
+    "LOG_LEVEL_ENV",
     "MAX_ERROR_TEXT_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_PAGE_SIZE",
@@ -74,6 +78,7 @@ __all__ = [
     "Volumes",
     "Zones",
     "cluster_scoped_load_balancer_name",
+    "configure_logging",
     "default_load_balancer_name",
     "pb",
     "socket_path",

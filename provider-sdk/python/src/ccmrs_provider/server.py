@@ -47,6 +47,7 @@ from .adapters import (
     _ZonesAdapter,
 )
 from .calls import _Runtime
+from .logs import configure_logging
 from .provider import (
     Clusters,
     Identity,
@@ -102,7 +103,11 @@ class ProviderServer:
     ``socket_mode`` is the socket file's permission bits (0o600; 0o660 when
     the controller runs as another user of the same group). ``max_workers``
     bounds how many plain provider methods run at once. ``grace`` is how
-    long shutdown waits for calls in flight, in seconds.
+    long shutdown waits for calls in flight, in seconds. ``log_level``
+    (a name such as ``"DEBUG"``, or a number) is the level of the stderr
+    handler the server installs when it starts serving, unless the process
+    configured logging itself; ``$CCMRS_LOG_LEVEL`` overrides it (see
+    :func:`~ccmrs_provider.configure_logging`).
 
     ``identity.info()`` and ``identity.annotation_schema()`` are called
     once, here: the contract fixes GetProviderInfo and
@@ -116,6 +121,7 @@ class ProviderServer:
         socket_mode: int = 0o600,
         max_workers: int = 32,
         grace: float = 30.0,
+        log_level: int | str | None = None,
     ) -> None:
         if socket_mode & 0o007:
             raise ValueError(f"socket mode {socket_mode:04o} lets other users drive the cloud")
@@ -137,6 +143,7 @@ class ProviderServer:
         self.identity = identity
         self.socket_mode = socket_mode
         self.grace = grace
+        self.log_level = log_level
         self._rt = _Runtime(max_workers)
         self._services: list[tuple[str, Callable[[grpc.aio.Server], None]]] = []
         self._served = False
@@ -230,6 +237,7 @@ class ProviderServer:
         if self._served:
             raise RuntimeError("a ProviderServer serves once; build another one")
         self._served = True
+        configure_logging(self.log_level)
         path = _endpoint.socket_path(endpoint)
         _endpoint.clear_stale_socket(path)
         server = grpc.aio.server(
