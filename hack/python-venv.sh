@@ -8,6 +8,11 @@
 # tested is the one imported (the venv's editable install may point at
 # another checkout that created it).
 #
+# Beside it, <venv>/wheelhouse holds the SDK's runtime dependencies and
+# setuptools as wheels, at the same versions: the install tests
+# (tests/test_install.py) install the SDK into fresh virtualenvs from there,
+# without the network.
+#
 # Cold: downloads the wheels from PyPI. Warm: instant.
 set -euo pipefail
 
@@ -25,6 +30,7 @@ key=$( { cat "$pydir/pyproject.toml" "$pydir/constraints.txt"; "$python" -c 'imp
 base=${CCM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccm-rs}/python
 venv=$base/$key
 mkdir -p "$base"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
 
 # One creator at a time; a venv cannot be built elsewhere and moved.
 exec 9>"$base/$key.lock"
@@ -34,11 +40,27 @@ if [[ ! -e $venv/.complete ]]; then
   start=$(date +%s)
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
   "${pip[@]}" install -c "$pydir/constraints.txt" setuptools
   "${pip[@]}" install --no-build-isolation -c "$pydir/constraints.txt" -e "$pydir[dev]"
   touch "$venv/.complete"
   echo "python-venv: created in $(( $(date +%s) - start ))s" >&2
+fi
+if [[ ! -e $venv/wheelhouse/.complete ]]; then
+  rm -rf "$venv/wheelhouse"
+  requirements=$("$venv/bin/python" - "$pydir/pyproject.toml" <<'EOF'
+import sys
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
+with open(sys.argv[1], "rb") as f:
+    print("\n".join(tomllib.load(f)["project"]["dependencies"]))
+EOF
+  )
+  mapfile -t deps <<<"$requirements"
+  "${pip[@]}" download --only-binary :all: -d "$venv/wheelhouse" -c "$pydir/constraints.txt" \
+    "${deps[@]}" setuptools
+  touch "$venv/wheelhouse/.complete"
 fi
 exec 9>&-
 
