@@ -1,6 +1,8 @@
 """The README's "a provider in N lines" is examples/tiny_provider.py,
 verbatim; this runs it as a process and stops it with a signal."""
 
+import abc
+import inspect
 import os
 import pathlib
 import re
@@ -12,8 +14,9 @@ import time
 import pytest
 from conftest import channel
 
+import ccmrs_provider
 from ccmrs.cloudprovider.v1 import identity_pb2_grpc, instances_pb2_grpc
-from ccmrs_provider import ProviderError, Reason, pb, socket_path
+from ccmrs_provider import ProviderError, Reason, pb, provider, socket_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "tiny_provider.py"
@@ -78,3 +81,74 @@ def test_readme_mentions_only_real_names() -> None:
     readme = (ROOT / "README.md").read_text()
     for name in set(re.findall(r"ccmrs_provider\.(\w+)", readme)):
         assert hasattr(ccmrs_provider, name), name
+
+
+def section(readme: str, heading: str) -> str:
+    """The README's text under ``heading`` (a whole line), up to the next
+    heading of any level."""
+    lines = readme.splitlines()
+    assert heading in lines, f"the README has no {heading!r} section"
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def call_form(name: str, fn: object) -> str:
+    """``name(a, b, *, c)``: how the README writes a signature (no self, no
+    defaults)."""
+    params = []
+    star = False
+    for p in inspect.signature(fn).parameters.values():  # type: ignore[arg-type]
+        if p.name == "self":
+            continue
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            params.append("*")
+            star = True
+        params.append(p.name)
+    return f"{name}({', '.join(params)})"
+
+
+SERVICE_CLASSES = [
+    c
+    for c in vars(provider).values()
+    if isinstance(c, type) and issubclass(c, abc.ABC) and c is not abc.ABC
+]
+
+
+def test_every_service_class_is_in_the_readme() -> None:
+    """The services are the abstract classes of ccmrs_provider.provider, so
+    a new one needs a README section (the test below) before it passes."""
+    names = {c.__name__ for c in SERVICE_CLASSES}
+    assert {"Identity", "Instances", "LoadBalancers", "Routes", "Zones", "Volumes"} < names
+
+
+@pytest.mark.parametrize(
+    "cls", [*SERVICE_CLASSES, ccmrs_provider.ProviderServer], ids=lambda c: c.__name__
+)
+def test_the_readme_documents_every_public_member_with_its_signature(cls: type) -> None:
+    """Each public method of a class appears in its README section as
+    `name(params)`, with the parameters it has now; attributes and
+    properties as `name`."""
+    text = section((ROOT / "README.md").read_text(), f"### `{cls.__name__}`")
+    missing = []
+    if cls is ccmrs_provider.ProviderServer:
+        form = call_form(cls.__name__, cls.__init__)
+        if f"`{form}`" not in text:
+            missing.append(form)
+    for name, member in vars(cls).items():
+        if name.startswith("_"):
+            continue
+        if inspect.isfunction(member):
+            form = call_form(name, member)
+            # A cell may list several methods: `a(x)`, `b(x)`.
+            if not re.search(rf"`{re.escape(form)}`", text):
+                missing.append(form)
+        elif f"`{name}`" not in text:
+            missing.append(name)
+    assert not missing, f"README section of {cls.__name__} lacks {missing}"
+
+
+def test_the_readme_mentions_everything_the_package_exports() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [n for n in ccmrs_provider.__all__ if not re.search(rf"`{n}[`(.]", readme)]
+    assert not missing, missing
