@@ -77,7 +77,7 @@ def build_wheel(out: pathlib.Path) -> pathlib.Path:
             cwd=tmp,
             env=env,
             check=True,
-            timeout=300,
+            timeout=120,
         )
         (wheel,) = built.glob("ccmrs_provider-*.whl")
         target = out / wheel.name

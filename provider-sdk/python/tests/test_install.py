@@ -80,7 +80,9 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
-def run(args: list[str], cwd: pathlib.Path, timeout: float = 240) -> str:
+def run(args: list[str], cwd: pathlib.Path, timeout: float = 90) -> str:
+    """Runs a command outside the checkout; from the wheelhouse a venv or an
+    install takes seconds, so a hang fails well before the lock's limit."""
     done = subprocess.run(
         args, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
     )
@@ -98,7 +100,7 @@ def build_wheel(out: pathlib.Path, epoch: str | None = None) -> pathlib.Path:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return pathlib.Path(done.stdout.strip())
