@@ -77,6 +77,8 @@ pub struct Options {
     #[command(flatten)]
     pub provider: ProviderArgs,
     #[command(flatten)]
+    pub provider_access: ProviderAccessArgs,
+    #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
     #[command(flatten)]
     pub admin: AdminArgs,
@@ -252,6 +254,35 @@ pub struct ProviderArgs {
     /// Most provider calls in flight at once, across all controllers.
     #[arg(long, default_value = "64", value_parser = positive::<NonZeroUsize>("--provider-max-concurrency must be a positive number"))]
     pub provider_max_concurrency: NonZeroUsize,
+}
+
+/// Opt-in cluster access for the provider (ours): a kubeconfig with a
+/// short-lived token of the provider's own ServiceAccount, written by the
+/// controller (docs/deploy.md, "Provider cluster access").
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Provider cluster access")]
+pub struct ProviderAccessArgs {
+    /// The provider's own ServiceAccount. When set, the controller requests
+    /// tokens for it (TokenRequest) and writes `token`, `ca.crt` and
+    /// `kubeconfig` into --provider-kubeconfig-dir, for the provider to use
+    /// as $KUBECONFIG. Empty: the provider gets no cluster access.
+    #[arg(long, default_value = "")]
+    pub provider_service_account: String,
+
+    /// Namespace of --provider-service-account. Unset: the controller's own
+    /// (the in-cluster namespace file).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub provider_service_account_namespace: Option<String>,
+
+    /// Directory, shared with the provider container only, for the
+    /// provider's `token`, `ca.crt` and `kubeconfig`.
+    #[arg(long)]
+    pub provider_kubeconfig_dir: Option<PathBuf>,
+
+    /// Lifetime requested for each provider token (10m to 24h); a token is
+    /// replaced when 80% of the lifetime granted has passed.
+    #[arg(long, default_value = "1h", value_parser = duration::parse)]
+    pub provider_token_lifetime: Duration,
 }
 
 fn provider_endpoint(s: &str) -> Result<String, String> {
@@ -437,6 +468,7 @@ impl Options {
                 .map_err(ConfigError::LeaderElection)?;
         }
         self.admin.validate()?;
+        crate::manager::provider_access::validate(&self.provider_access)?;
         compat::validate(self)?;
         enabled_controllers(&self.controllers.controllers)
     }

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod leader;
 pub mod metrics;
 pub mod node_watch;
+pub mod provider_access;
 pub mod startup;
 
 // The generic pieces live in the runtime crate; named here as before.
@@ -67,6 +68,9 @@ struct Manager {
     health: Arc<Health>,
     manager_metrics: metrics::ManagerMetrics,
     controller_metrics: metrics::ControllerMetrics,
+    /// `--provider-service-account`: the provider's tokens, minted on
+    /// every replica (taken when the manager runs).
+    provider_access: Option<provider_access::ProviderAccess>,
 }
 
 impl Manager {
@@ -110,6 +114,18 @@ impl Manager {
         }
         let reviews_client =
             kube_client::client(config.clone(), ClientThrottle::off(), Fence::open(), None)?;
+        // Its own client: never fenced (a standby's provider needs its
+        // token too), never a dry run (a TokenRequest stores nothing), never
+        // queued behind the controllers.
+        let provider_access = match &opts.provider_access.provider_kubeconfig_dir {
+            Some(_) => provider_access::ProviderAccess::new(
+                &opts.provider_access,
+                &config,
+                kube_client::client(config.clone(), ClientThrottle::off(), Fence::open(), None)?,
+                &mut registry,
+            )?,
+            None => None,
+        };
         let client = kube_client::client(config, throttle.clone(), fence.clone(), dry_run.clone())?;
         let gate: Arc<dyn ccm_provider_sdk::client::MutationGate> = match &dry_run {
             Some(d) => Arc::new(DryRunGate(d.clone())),
@@ -144,6 +160,7 @@ impl Manager {
             health,
             manager_metrics,
             controller_metrics,
+            provider_access,
         })
     }
 
@@ -339,6 +356,15 @@ impl ccm_provider_sdk::client::MutationGate for DryRunGate {
     }
 }
 
+/// A background task that stops when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn local(listener: &tokio::net::TcpListener) -> String {
     listener
         .local_addr()
@@ -368,6 +394,11 @@ pub async fn run(
         }
     });
     let servers = manager.start_serving().await?;
+    // Beside the controllers, from the start, until the manager returns.
+    let _provider_access = manager
+        .provider_access
+        .take()
+        .map(|a| AbortOnDrop(tokio::spawn(a.run())));
     let mut shutdown = std::pin::pin!(shutdown);
 
     if let Some(e) = &manager.elector {

@@ -56,6 +56,21 @@ app.kubernetes.io/part-of: ccm-rs
 {{- default (include "ccm-rs.fullname" .) .Values.serviceAccount.name -}}
 {{- end }}
 
+{{/*
+The provider's own ServiceAccount (provider.clusterAccess.enabled).
+*/}}
+{{- define "ccm-rs.providerServiceAccountName" -}}
+{{- printf "%s-provider" (include "ccm-rs.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/*
+Where the controller writes the provider's token, ca.crt and kubeconfig
+(provider.clusterAccess.enabled), in both containers.
+*/}}
+{{- define "ccm-rs.providerAccessDir" -}}
+/var/run/provider-cluster-access
+{{- end }}
+
 {{- define "ccm-rs.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "ccm-rs.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end }}
@@ -123,9 +138,16 @@ provider.nativeSidecar an init container with restartPolicy Always
     {{- range .Values.provider.args }}
     - {{ . | quote }}
     {{- end }}
-  {{- with .Values.provider.extraEnv }}
+  {{- if or .Values.provider.clusterAccess.enabled .Values.provider.extraEnv }}
   env:
+    {{- if .Values.provider.clusterAccess.enabled }}
+    # The kubeconfig the controller writes (provider.clusterAccess).
+    - name: KUBECONFIG
+      value: {{ printf "%s/kubeconfig" (include "ccm-rs.providerAccessDir" .) | quote }}
+    {{- end }}
+    {{- with .Values.provider.extraEnv }}
     {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- end }}
   {{- if .Values.provider.credentialsSecret }}
   envFrom:
@@ -156,6 +178,11 @@ provider.nativeSidecar an init container with restartPolicy Always
   volumeMounts:
     - name: provider-socket
       mountPath: /var/run/cloud-provider
+    {{- if .Values.provider.clusterAccess.enabled }}
+    - name: provider-cluster-access
+      mountPath: {{ include "ccm-rs.providerAccessDir" . }}
+      readOnly: true
+    {{- end }}
     {{- with .Values.provider.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

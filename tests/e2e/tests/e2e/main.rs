@@ -29,6 +29,7 @@ mod local_provider;
 mod node_controllers;
 mod node_routes;
 mod other_providers;
+mod provider_access;
 mod provider_answers;
 mod pv_labels;
 mod secure_serving;

@@ -4,7 +4,8 @@
 use super::*;
 
 use super::pod::{
-    check_daemonset, check_deployment, check_local_provider_pod, controller_args, pod_spec,
+    check_daemonset, check_deployment, check_local_provider_pod, check_provider_access,
+    controller_args, pod_spec,
 };
 
 #[test]
@@ -18,6 +19,10 @@ fn helm_chart_renders_the_same_pod_and_passes_server_side_dry_run() {
     check_deployment(deployment);
     check_rbac(&docs);
     check_labels(&docs);
+    assert!(
+        !check_provider_access(deployment),
+        "the provider has no cluster access unless opted in"
+    );
     let containers = &pod_spec(deployment)["containers"];
     assert_eq!(
         containers[1]["envFrom"][0]["secretRef"]["name"],
@@ -133,5 +138,61 @@ fn helm_pv_labels_enables_the_controller_with_its_rbac_and_passes_server_side_dr
             "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:pv-labels",
             "clusterrolebinding.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:pv-labels",
         ],
+    );
+}
+
+/// provider.clusterAccess.enabled: the provider's ServiceAccount and
+/// read-only ClusterRole, the controller's token Role (the rules of
+/// deploy/components/provider-cluster-access), the flags, the directory
+/// in both containers and $KUBECONFIG in the provider's; with the provider
+/// as a native sidecar too.
+#[test]
+fn helm_provider_cluster_access_renders_its_rbac_and_directory_and_passes_server_side_dry_run() {
+    let all = docs(&helm_template(&[&value_set("provider-cluster-access")]));
+    let deployment = find(&all, "Deployment");
+    check_deployment(deployment);
+    assert!(check_provider_access(deployment));
+    check_rbac_of(
+        &all,
+        &Rbac {
+            provider_access: true,
+            ..BASE_RBAC
+        },
+    );
+    check_labels(&all);
+    dry_run_applies(
+        &all,
+        &[
+            "serviceaccount/cloud-controller-manager-provider",
+            "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider",
+            "clusterrolebinding.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider",
+            "role.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider-token",
+            "rolebinding.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider-token",
+        ],
+    );
+    // With further environment and as a native sidecar.
+    let sidecar = docs(&helm_template(&[
+        &value_set("provider-cluster-access"),
+        &value_set("native-sidecar"),
+        "--set=provider.extraEnv[0].name=MY_CLOUD_REGION",
+        "--set=provider.extraEnv[0].value=eu-1",
+    ]));
+    let deployment = find(&sidecar, "Deployment");
+    assert!(check_provider_access(deployment));
+    let env = &pod_spec(deployment)["initContainers"][0]["env"];
+    assert_eq!(env[0]["name"], "KUBECONFIG");
+    assert_eq!(env[1]["name"], "MY_CLOUD_REGION");
+    // Without the chart's RBAC or ServiceAccounts, only the pod changes.
+    let bare = docs(&helm_template(&[
+        &value_set("provider-cluster-access"),
+        "--set=rbac.create=false",
+        "--set=serviceAccount.create=false",
+    ]));
+    assert!(check_provider_access(find(&bare, "Deployment")));
+    assert_eq!(
+        bare.iter()
+            .map(|d| d["kind"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["PodDisruptionBudget", "Deployment"]
     );
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-use super::pod::{check_deployment, check_local_provider_pod};
+use super::pod::{check_deployment, check_local_provider_pod, check_provider_access};
 
 /// `kubectl kustomize deploy/overlays/<overlay>`, checked and dry-run
 /// applied (with `applied_too` among what the apiserver accepted); the
@@ -14,10 +14,15 @@ fn overlay(name: &str, applied_too: &[&str]) -> Value {
             .current_dir(repo()),
         None,
     );
-    let docs = docs(&rendered);
+    check_rendered(&rendered, &BASE_RBAC, applied_too)
+}
+
+/// The checks of [`overlay`] on a rendered kustomization.
+fn check_rendered(rendered: &str, rbac: &Rbac, applied_too: &[&str]) -> Value {
+    let docs = docs(rendered);
     check_deployment(find(&docs, "Deployment"));
-    check_rbac(&docs);
-    let applied = server_dry_run(&rendered);
+    check_rbac_of(&docs, rbac);
+    let applied = server_dry_run(rendered);
     for what in [
         "deployment.apps/cloud-controller-manager",
         "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager",
@@ -52,4 +57,47 @@ fn kustomize_overlay_renders_and_passes_server_side_dry_run() {
 #[test]
 fn local_overlay_mounts_the_inventory_and_keeps_state() {
     check_local_provider_pod(&overlay("local", &["configmap/local-provider-inventory"]));
+}
+
+/// The opt-in component added to the fake overlay, as an operator's
+/// overlay would (a kustomization in a directory of its own, under
+/// target/): the provider's RBAC and directory, the base untouched.
+#[test]
+fn provider_cluster_access_component_renders_and_passes_server_side_dry_run() {
+    let dir = repo()
+        .join("target")
+        .join(ccm_testsupport::unique_name("kustomize-provider-access"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two levels below the repository: kustomize takes relative paths only.
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources:\n  - ../../deploy/overlays/fake\n\
+         components:\n  - ../../deploy/components/provider-cluster-access\n",
+    )
+    .unwrap();
+    let rendered = run(
+        Command::new(tool("kubectl"))
+            .arg("kustomize")
+            .arg(&dir)
+            .current_dir(repo()),
+        None,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let d = check_rendered(
+        &rendered,
+        &Rbac {
+            provider_access: true,
+            ..BASE_RBAC
+        },
+        &[
+            "serviceaccount/cloud-controller-manager-provider",
+            "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider",
+            "role.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider-token",
+        ],
+    );
+    assert!(check_provider_access(&d));
+    // The rest of the pod is the overlay's.
+    let provider = &d["spec"]["template"]["spec"]["containers"][1];
+    assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
 }

@@ -93,6 +93,10 @@ struct Rbac<'a> {
     service_account: &'a str,
     /// Whether the opt-in pv-label controller's role is expected.
     pv_labels: bool,
+    /// Whether the opt-in provider cluster access is expected: the
+    /// provider's ServiceAccount, its ClusterRole and the controller's
+    /// token Role (deploy/components/provider-cluster-access).
+    provider_access: bool,
 }
 
 /// deploy/base's names (and the chart's defaults).
@@ -100,7 +104,11 @@ const BASE_RBAC: Rbac = Rbac {
     name: "ccm-rs:cloud-controller-manager",
     service_account: "cloud-controller-manager",
     pv_labels: false,
+    provider_access: false,
 };
+
+/// The opt-in provider cluster access's files.
+const PROVIDER_ACCESS: &str = "deploy/components/provider-cluster-access";
 
 /// RBAC without wildcards, equal to the files the e2e tests run with.
 fn check_rbac(docs: &[Value]) {
@@ -120,6 +128,8 @@ fn check_rbac_of(docs: &[Value], rbac: &Rbac) {
     let name = rbac.name;
     let pv_labels = format!("{name}:pv-labels");
     let metrics_reader = format!("{name}:metrics-reader");
+    let provider = format!("{name}:provider");
+    let provider_token = format!("{name}:provider-token");
     assert_eq!(
         named(docs, "ClusterRole", name)["rules"],
         file("deploy/base/clusterrole.yaml")["rules"],
@@ -134,16 +144,20 @@ fn check_rbac_of(docs: &[Value], rbac: &Rbac) {
     for d in docs.iter().filter(|d| d["kind"] == "ClusterRole") {
         let n = d["metadata"]["name"].as_str().unwrap();
         assert!(
-            n == name || (n == pv_labels && rbac.pv_labels) || n == metrics_reader,
+            n == name
+                || (n == pv_labels && rbac.pv_labels)
+                || (n == provider && rbac.provider_access)
+                || n == metrics_reader,
             "unexpected ClusterRole {n}"
         );
     }
     assert_eq!(
         docs.iter().filter(|d| d["kind"] == "Role").count(),
-        1,
-        "one Role: leader election"
+        1 + usize::from(rbac.provider_access),
+        "one Role: leader election (and the provider's tokens when opted in)"
     );
-    let bound = |role_kind: &str, role: &str| {
+    let provider_account = format!("{}-provider", rbac.service_account);
+    let bound_to = |role_kind: &str, role: &str, account: &str| {
         let binding = docs
             .iter()
             .find(|d| {
@@ -152,11 +166,17 @@ fn check_rbac_of(docs: &[Value], rbac: &Rbac) {
                     && d["roleRef"]["name"] == role
             })
             .unwrap_or_else(|| panic!("no binding of the {role_kind} {role}"));
+        assert_eq!(
+            binding["subjects"].as_sequence().map(Vec::len),
+            Some(1),
+            "{role}"
+        );
         let subject = &binding["subjects"][0];
         assert_eq!(subject["kind"], "ServiceAccount", "{role}");
-        assert_eq!(subject["name"], rbac.service_account, "{role}");
+        assert_eq!(subject["name"], account, "{role}");
         assert_eq!(subject["namespace"], "kube-system", "{role}");
     };
+    let bound = |role_kind: &str, role: &str| bound_to(role_kind, role, rbac.service_account);
     bound("ClusterRole", name);
     bound("Role", &format!("{name}:leader-election"));
     // The secure port's TokenReviews and SubjectAccessReviews.
@@ -168,6 +188,46 @@ fn check_rbac_of(docs: &[Value], rbac: &Rbac) {
             "the pv-label ClusterRole differs from deploy/base/clusterrole-pv-labels.yaml"
         );
         bound("ClusterRole", &pv_labels);
+    }
+    // The provider's own account reads Nodes; the controller may mint its
+    // tokens and no one else's.
+    let accounts: Vec<&str> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ServiceAccount")
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    if rbac.provider_access {
+        assert_eq!(
+            named(docs, "ClusterRole", &provider)["rules"],
+            file(&format!("{PROVIDER_ACCESS}/clusterrole-provider.yaml"))["rules"],
+            "the provider's ClusterRole differs from {PROVIDER_ACCESS}"
+        );
+        bound_to("ClusterRole", &provider, &provider_account);
+        let token_role = &named(docs, "Role", &provider_token)["rules"];
+        let mut shipped =
+            file(&format!("{PROVIDER_ACCESS}/role-provider-token.yaml"))["rules"].clone();
+        shipped[0]["resourceNames"][0] = provider_account.clone().into();
+        assert_eq!(
+            token_role, &shipped,
+            "the token Role differs from {PROVIDER_ACCESS}"
+        );
+        bound("Role", &provider_token);
+        assert!(
+            accounts.contains(&provider_account.as_str()),
+            "{accounts:?}"
+        );
+    } else {
+        assert!(
+            !docs
+                .iter()
+                .any(|d| d["metadata"]["name"] == provider.as_str()
+                    || d["metadata"]["name"] == provider_token.as_str()),
+            "no provider access unless opted in"
+        );
+        assert!(
+            !accounts.contains(&provider_account.as_str()),
+            "{accounts:?}"
+        );
     }
     if let Some(reader) = docs
         .iter()

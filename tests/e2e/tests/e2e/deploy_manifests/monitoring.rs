@@ -174,6 +174,7 @@ fn helm_overrides_reach_the_objects_and_pass_server_side_dry_run() {
             name: "ccm-rs:my-ccm",
             service_account: "my-ccm",
             pv_labels: false,
+            provider_access: false,
         },
     );
     let pod = pod_spec(deployment);

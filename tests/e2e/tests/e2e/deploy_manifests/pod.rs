@@ -175,6 +175,100 @@ pub(super) fn check_pod(d: &Value) {
             .all(|m| m["name"] != "kube-api-access"),
         "the provider must not mount the token volume"
     );
+    check_provider_access(d);
+}
+
+/// The directory of the opt-in provider cluster access.
+pub(super) const PROVIDER_ACCESS_DIR: &str = "/var/run/provider-cluster-access";
+
+/// Whether the pod gives the provider cluster access (its volume exists);
+/// if so, arranged as it must be: the controller writes into an emptyDir
+/// of its own (not the socket's) that the provider mounts read-only and
+/// finds as $KUBECONFIG; if not, no trace of it.
+pub(super) fn check_provider_access(d: &Value) -> bool {
+    let pod = &d["spec"]["template"]["spec"];
+    let containers: Vec<&Value> = pod["containers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
+        .collect();
+    let container = |name: &str| *containers.iter().find(|c| c["name"] == name).unwrap();
+    let (controller, provider) = (container("cloud-controller-manager"), container("provider"));
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "provider-cluster-access");
+    let mount = |c: &Value| {
+        c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "provider-cluster-access")
+            .cloned()
+    };
+    let kubeconfig = |c: &Value| {
+        c["env"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "KUBECONFIG")
+            .map(|e| e["value"].as_str().unwrap().to_owned())
+    };
+    let args = strings(&controller["args"], None);
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+            .map(str::to_owned)
+    };
+    let Some(volume) = volume else {
+        assert!(mount(controller).is_none() && mount(provider).is_none());
+        assert_eq!(kubeconfig(provider), None, "no KUBECONFIG without access");
+        assert_eq!(flag("provider-service-account"), None, "{args:?}");
+        assert_eq!(flag("provider-kubeconfig-dir"), None, "{args:?}");
+        return false;
+    };
+    assert_eq!(volume["emptyDir"]["medium"], "Memory", "{volume:?}");
+    let (written, read) = (mount(controller).unwrap(), mount(provider).unwrap());
+    assert_eq!(written["mountPath"], PROVIDER_ACCESS_DIR);
+    assert_ne!(written["readOnly"], true, "the controller writes it");
+    assert_eq!(read["mountPath"], PROVIDER_ACCESS_DIR);
+    assert_eq!(read["readOnly"], true, "the provider only reads it");
+    for c in &containers {
+        if c["name"] != "cloud-controller-manager" && c["name"] != "provider" {
+            assert!(mount(c).is_none(), "{}", c["name"].as_str().unwrap());
+        }
+    }
+    assert_eq!(
+        kubeconfig(provider).as_deref(),
+        Some(format!("{PROVIDER_ACCESS_DIR}/kubeconfig").as_str())
+    );
+    assert_eq!(
+        kubeconfig(controller),
+        None,
+        "the controller uses its own token"
+    );
+    assert_eq!(
+        flag("provider-kubeconfig-dir").as_deref(),
+        Some(PROVIDER_ACCESS_DIR),
+        "{args:?}"
+    );
+    assert!(
+        flag("provider-service-account").is_some_and(|sa| sa.ends_with("-provider")),
+        "{args:?}"
+    );
+    // What the controller parses.
+    let mut argv = vec!["cloud-controller-manager".to_owned()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let opts =
+        <cloud_controller_manager::config::Options as clap::Parser>::try_parse_from(argv).unwrap();
+    opts.validate().unwrap();
+    assert_eq!(
+        opts.provider_access.provider_kubeconfig_dir.as_deref(),
+        Some(std::path::Path::new(PROVIDER_ACCESS_DIR))
+    );
+    true
 }
 
 /// What the overlay and the Helm values for the local provider both give:

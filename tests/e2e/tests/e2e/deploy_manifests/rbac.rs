@@ -136,3 +136,163 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
         Some(&rendered),
     );
 }
+
+/// provider.clusterAccess installed for real (under unique names): the
+/// provider's own account reads Nodes and nothing else; the controller
+/// may request tokens for that account only.
+#[test]
+fn helm_provider_cluster_access_installed_grants_reading_nodes_and_one_token() {
+    let control_plane = ControlPlane::shared_blocking();
+    let env = control_plane.env();
+    let kubectl = || {
+        let mut c = Command::new(tool("kubectl"));
+        c.arg(format!("--kubeconfig={}", env.kubeconfig().display()));
+        c
+    };
+    let ns = ccm_testsupport::unique_name("helm-provider-access");
+    let name = ccm_testsupport::unique_name("ccm");
+    run(kubectl().args(["create", "namespace", &ns]), None);
+    let rendered = run(
+        Command::new(tool("helm"))
+            .args(["template", "ccm", "deploy/helm/ccm-rs"])
+            .arg(format!("--namespace={ns}"))
+            .arg(format!("--set=fullnameOverride={name}"))
+            .arg("--set=provider.clusterAccess.enabled=true")
+            .current_dir(repo()),
+        None,
+    );
+    let applied = run(
+        kubectl().args([
+            "apply",
+            "--server-side",
+            "--field-manager=deploy-test",
+            "-f",
+            "-",
+        ]),
+        Some(&rendered),
+    );
+    let controller = format!("system:serviceaccount:{ns}:{name}");
+    let provider_account = format!("{name}-provider");
+    let provider = format!("system:serviceaccount:{ns}:{provider_account}");
+    let token_of = |account: &str| format!("serviceaccounts/{account}");
+    let checks: Vec<(&str, Vec<String>, bool)> = vec![
+        (&provider, vec!["get".into(), "nodes".into()], true),
+        (&provider, vec!["list".into(), "nodes".into()], true),
+        (&provider, vec!["watch".into(), "nodes".into()], true),
+        (&provider, vec!["patch".into(), "nodes".into()], false),
+        (
+            &provider,
+            vec![
+                "patch".into(),
+                "nodes".into(),
+                "--subresource=status".into(),
+            ],
+            false,
+        ),
+        (&provider, vec!["delete".into(), "nodes".into()], false),
+        (&provider, vec!["list".into(), "services".into()], false),
+        (
+            &provider,
+            vec!["get".into(), "secrets".into(), "-n".into(), ns.clone()],
+            false,
+        ),
+        (
+            &provider,
+            vec!["list".into(), "secrets".into(), "-A".into()],
+            false,
+        ),
+        (
+            &provider,
+            vec![
+                "create".into(),
+                "events".into(),
+                "-n".into(),
+                "default".into(),
+            ],
+            false,
+        ),
+        (
+            &provider,
+            vec![
+                "create".into(),
+                "events.events.k8s.io".into(),
+                "-n".into(),
+                "default".into(),
+            ],
+            false,
+        ),
+        (
+            &provider,
+            vec![
+                "create".into(),
+                token_of(&provider_account),
+                "--subresource=token".into(),
+                "-n".into(),
+                ns.clone(),
+            ],
+            false,
+        ),
+        (
+            &controller,
+            vec![
+                "create".into(),
+                token_of(&provider_account),
+                "--subresource=token".into(),
+                "-n".into(),
+                ns.clone(),
+            ],
+            true,
+        ),
+        (
+            &controller,
+            vec![
+                "create".into(),
+                token_of(&name),
+                "--subresource=token".into(),
+                "-n".into(),
+                ns.clone(),
+            ],
+            false,
+        ),
+        (
+            &controller,
+            vec![
+                "create".into(),
+                token_of("default"),
+                "--subresource=token".into(),
+                "-n".into(),
+                ns.clone(),
+            ],
+            false,
+        ),
+        (
+            &controller,
+            vec![
+                "create".into(),
+                token_of(&provider_account),
+                "--subresource=token".into(),
+                "-n".into(),
+                "default".into(),
+            ],
+            false,
+        ),
+        (
+            &controller,
+            vec![
+                "get".into(),
+                token_of(&provider_account),
+                "-n".into(),
+                ns.clone(),
+            ],
+            false,
+        ),
+    ];
+    for (user, args, want) in &checks {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(can_i(env, user, &args), *want, "{user} {args:?}\n{applied}");
+    }
+    run(
+        kubectl().args(["delete", "--wait=false", "-f", "-"]),
+        Some(&rendered),
+    );
+}

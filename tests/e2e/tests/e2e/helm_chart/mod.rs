@@ -48,6 +48,10 @@ const CASES: &[(&str, Option<&str>)] = &[
         "overrides",
         Some("tests/e2e/golden/helm/values/overrides.yaml"),
     ),
+    (
+        "provider-cluster-access",
+        Some("tests/e2e/golden/helm/values/provider-cluster-access.yaml"),
+    ),
 ];
 
 fn repo() -> PathBuf {

@@ -27,6 +27,14 @@ fn values_schema_rejects_unknown_keys_and_wrong_types() {
             "--set=provider.image=my-provider:1.0",
             "at '/provider/image'",
         ),
+        (
+            "--set=provider.clusterAccess.enable=true",
+            "at '/provider/clusterAccess': additional properties 'enable' not allowed",
+        ),
+        (
+            "--set=provider.clusterAccess.enabled=yes",
+            "at '/provider/clusterAccess/enabled'",
+        ),
         ("--set=kind=StatefulSet", "at '/kind'"),
         ("--set=replicas=0", "at '/replicas'"),
         (
