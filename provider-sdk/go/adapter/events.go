@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -84,7 +85,9 @@ type eventQueue struct {
 	answered map[string][]byte
 	order    []string
 	version  int64
-	now      func() time.Time
+	// writes counts the Event writes answered.
+	writes atomic.Int32
+	now    func() time.Time
 	// log reports an Event no response carries (klog by default).
 	log func(e cloudEvent, why string)
 }
@@ -305,6 +308,7 @@ func (q *eventQueue) answer(req *http.Request, group, namespace, name string, bo
 	}
 	q.remember(group+"/"+namespace+"/"+meta.GetName(), out)
 	q.add(e)
+	q.writes.Add(1)
 	return response(req, code, out)
 }
 
