@@ -154,7 +154,7 @@ func (c *builderCloud) Initialize(cb cloudprovider.ControllerClientBuilder, _ <-
 type givenBuilder struct{ config *rest.Config }
 
 func (b givenBuilder) Config(string) (*rest.Config, error) { return rest.CopyConfig(b.config), nil }
-func (b givenBuilder) ConfigOrDie(string) *rest.Config      { return rest.CopyConfig(b.config) }
+func (b givenBuilder) ConfigOrDie(string) *rest.Config     { return rest.CopyConfig(b.config) }
 func (b givenBuilder) Client(string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(b.config)
 }

@@ -268,6 +268,10 @@ func buildVersion() string {
 	if !ok {
 		return "unknown"
 	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
