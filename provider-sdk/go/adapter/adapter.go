@@ -11,11 +11,16 @@
 // node-lifecycle controllers use it) → CAPABILITY_INSTANCES; LoadBalancer;
 // Routes; Zones (only without InstancesV2: upstream never calls Zones of
 // a cloud that has InstancesV2); Clusters; PVLabeler (by type assertion)
-// → CAPABILITY_VOLUME_LABELS. cloudprovider.Interface has no listing of
-// load balancers, so CAPABILITY_LIST_LOAD_BALANCERS is never advertised.
+// → CAPABILITY_VOLUME_LABELS; a LoadBalancer that implements
+// LoadBalancerLister → CAPABILITY_LIST_LOAD_BALANCERS.
+//
+// The cloud gets a ControllerClientBuilder from $KUBECONFIG (see
+// Options.Kubeconfig), and its Event writes become the warnings of the load
+// balancer responses (see provider-sdk/go/README.md).
 //
 // Errors of the cloud are mapped to the contract: cloudprovider.InstanceNotFound
-// → NOT_FOUND / INSTANCE_NOT_FOUND, cloudprovider.NotImplemented →
+// (or, for instances and zones, an error Options.IsInstanceNotFound
+// recognises) → NOT_FOUND / INSTANCE_NOT_FOUND, cloudprovider.NotImplemented →
 // UNIMPLEMENTED, an api.RetryError → UNAVAILABLE / RETRY_AFTER with its
 // delay, cloudprovider.ImplementedElsewhere from EnsureLoadBalancer or
 // UpdateLoadBalancer → the implemented_elsewhere answer, an *sdk.Error
