@@ -48,7 +48,10 @@ func kubeconfigPath(opts Options) string {
 // client-go keeps re-reading a user's tokenFile (a projected
 // ServiceAccount token is rotated in place).
 func loadKubeconfig(path string) (*rest.Config, error) {
-	rules := &clientcmd.ClientConfigLoadingRules{Precedence: strings.Split(path, string(os.PathListSeparator))}
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path} // must exist
+	if paths := strings.Split(path, string(os.PathListSeparator)); len(paths) > 1 {
+		rules = &clientcmd.ClientConfigLoadingRules{Precedence: paths}
+	}
 	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("adapter: cluster access from kubeconfig %q: %w", path, err)
@@ -122,10 +125,8 @@ func (noAccess) ClientOrDie(name string) kubernetes.Interface {
 // die ends the process as klog.Fatal would, without its stack dump: this
 // is a configuration error, not a crash.
 var die = func(msg string) {
-	klog.ErrorS(nil, msg)
-	klog.Flush()
-	fmt.Fprintln(os.Stderr, msg)
-	os.Exit(1)
+	klog.Error(msg) // unstructured: the message as it is, not quoted
+	klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 }
 
 // resyncPeriod is upstream's informer resync: --min-resync-period (12h)

@@ -182,7 +182,8 @@ func TestTheCloudsClientBuilder(t *testing.T) {
 		{name: "no access", wantErr: "KUBECONFIG"},
 		{name: "KUBECONFIG", env: api.kubeconfig, wantNodes: 1},
 		{name: "Options.Kubeconfig before KUBECONFIG", env: "/nonexistent", opts: Options{Kubeconfig: api.kubeconfig}, wantNodes: 1},
-		{name: "a kubeconfig that is not there", env: filepath.Join(t.TempDir(), "missing"), wantNewErr: "missing"},
+		{name: "a kubeconfig that is not there", env: filepath.Join(t.TempDir(), "missing"), wantNewErr: "missing: no such file"},
+		{name: "a list of kubeconfigs, as kubectl reads it", env: filepath.Join(t.TempDir(), "missing") + ":" + api.kubeconfig, wantNodes: 1},
 		{name: "Options.ClientBuilder overrides", env: api.kubeconfig, opts: Options{ClientBuilder: given}, wantGiven: true},
 	}
 	for _, c := range cases {
