@@ -11,11 +11,16 @@
 // node-lifecycle controllers use it) → CAPABILITY_INSTANCES; LoadBalancer;
 // Routes; Zones (only without InstancesV2: upstream never calls Zones of
 // a cloud that has InstancesV2); Clusters; PVLabeler (by type assertion)
-// → CAPABILITY_VOLUME_LABELS. cloudprovider.Interface has no listing of
-// load balancers, so CAPABILITY_LIST_LOAD_BALANCERS is never advertised.
+// → CAPABILITY_VOLUME_LABELS; a LoadBalancer that implements
+// LoadBalancerLister → CAPABILITY_LIST_LOAD_BALANCERS.
+//
+// The cloud gets a ControllerClientBuilder from $KUBECONFIG (see
+// Options.Kubeconfig), and its Event writes become the warnings of the load
+// balancer responses (see provider-sdk/go/README.md).
 //
 // Errors of the cloud are mapped to the contract: cloudprovider.InstanceNotFound
-// → NOT_FOUND / INSTANCE_NOT_FOUND, cloudprovider.NotImplemented →
+// (or, for instances and zones, an error Options.IsInstanceNotFound
+// recognises) → NOT_FOUND / INSTANCE_NOT_FOUND, cloudprovider.NotImplemented →
 // UNIMPLEMENTED, an api.RetryError → UNAVAILABLE / RETRY_AFTER with its
 // delay, cloudprovider.ImplementedElsewhere from EnsureLoadBalancer or
 // UpdateLoadBalancer → the implemented_elsewhere answer, an *sdk.Error
@@ -38,7 +43,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	pb "github.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1"
 	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
@@ -57,7 +64,9 @@ type Options struct {
 	// know that its own instance is gone.
 	ProviderIDScheme string
 	// VendorVersion is the provider's version (default: the main module's
-	// version from the build information, or "unknown").
+	// version from the build information; for a build without one (a
+	// "go build" in the module's own tree says "(devel)"), its VCS revision,
+	// with "-dirty" for modified sources; else "unknown").
 	VendorVersion string
 	// Manifest are diagnostic facts for GetProviderInfo; no secrets.
 	Manifest map[string]string
@@ -75,11 +84,41 @@ type Options struct {
 	// Probe reports readiness (nil error: READY; an error: NOT_READY with
 	// its message). Default: always READY.
 	Probe func(ctx context.Context) error
-	// ClientBuilder is passed to cloud.Initialize, which New calls before
-	// it asks the cloud for any interface, as the upstream
-	// cloud-controller-manager does (nil unless set: clouds that need a
-	// Kubernetes client must be given one).
+	// Kubeconfig is the kubeconfig that gives the provider cluster access
+	// (default: $KUBECONFIG; neither set: no cluster access). The cloud's
+	// Initialize gets a ControllerClientBuilder of its clients; their Event
+	// writes are answered by the adapter, and Warnings about a Service
+	// become warnings of the next load balancer response about it.
+	// client-go re-reads the user's tokenFile, so a projected ServiceAccount
+	// token may rotate. Without access, the builder's Client and Config
+	// answer ErrNoClusterAccess and its ClientOrDie and ConfigOrDie end the
+	// process with a message naming KUBECONFIG.
+	Kubeconfig string
+	// ClientBuilder, when set, is passed to cloud.Initialize instead (and
+	// gives the informers of an InformerUser cloud); its clients are the
+	// caller's: their Events go where they send them.
 	ClientBuilder cloudprovider.ControllerClientBuilder
+	// InformerSyncTimeout bounds New's wait for the informers an
+	// InformerUser cloud asked for in SetInformers (default
+	// DefaultInformerSyncTimeout).
+	InformerSyncTimeout time.Duration
+	// AllowUntaggedCloud lets a cloud whose HasClusterID() is false start
+	// (with a warning), as upstream's --allow-untagged-cloud; without it
+	// New refuses such a cloud, as upstream's cloud-controller-manager does.
+	AllowUntaggedCloud bool
+	// IsInstanceNotFound tells the cloud's own "instance not found" errors
+	// (for clouds that do not return cloudprovider.InstanceNotFound):
+	// errors for which it answers true are taken as InstanceNotFound by the
+	// instances and zones services. Without it such an error is UNKNOWN,
+	// and the Nodes of deleted instances are never removed.
+	IsInstanceNotFound func(error) bool
+	// LoadBalancerConcurrency is how many load balancer mutations
+	// (EnsureLoadBalancer, UpdateLoadBalancer, EnsureLoadBalancerDeleted)
+	// the cloud gets at once (default 1: upstream's
+	// --concurrent-service-syncs default, which clouds were written for; the
+	// controller runs ten workers). A mutation waiting for its turn honours
+	// its deadline.
+	LoadBalancerConcurrency int
 	// SocketMode, GracePeriod and Logger are passed to sdk.Serve.
 	SocketMode  fs.FileMode
 	GracePeriod time.Duration
@@ -103,18 +142,29 @@ type Adapter struct {
 	zones        cloudprovider.Zones
 	clusters     cloudprovider.Clusters
 	volumes      cloudprovider.PVLabeler
+	lister       LoadBalancerLister
+	// builder is what cloud.Initialize got; events receives the Event
+	// writes of its clients when it is the adapter's own.
+	builder    cloudprovider.ControllerClientBuilder
+	events     *eventQueue
+	eventGrace time.Duration
+	// lbTurns holds one token per load balancer mutation allowed at once.
+	lbTurns chan struct{}
 }
 
-// New checks the provider's identity, calls cloud.Initialize (with
-// Options.ClientBuilder and a stop channel that Close closes), then reads
-// what the cloud supports: upstream's cloud-controller-manager initialises
-// a cloud before it asks for any of its interfaces, and clouds keep what
-// Initialize gave them (clients, an event recorder) in those interfaces.
+// New checks the provider's identity, calls cloud.Initialize (with a
+// ControllerClientBuilder, see Options.Kubeconfig, and a stop channel that
+// Close closes) and, for a cloud that implements
+// cloudprovider.InformerUser, SetInformers, then reads what the cloud
+// supports, then starts the cloud's informers and waits for them to sync:
+// upstream's order (app/controllermanager.go). Clouds keep what Initialize
+// gave them (clients, an event recorder) in their interfaces, so asking
+// first would hand out half-made ones.
 func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 	if cloud == nil {
 		return nil, fmt.Errorf("adapter: no cloud")
 	}
-	a := &Adapter{cloud: cloud, opts: opts, stop: make(chan struct{})}
+	a := &Adapter{cloud: cloud, opts: opts, stop: make(chan struct{}), events: newEventQueue(), eventGrace: eventGrace}
 	name, scheme, version := opts.Name, opts.ProviderIDScheme, opts.VendorVersion
 	if name == "" {
 		name = cloud.ProviderName()
@@ -123,10 +173,7 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		scheme = cloud.ProviderName()
 	}
 	if version == "" {
-		version = "unknown"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
+		version = buildVersion()
 	}
 	if !isDNSLabel(name) {
 		return nil, fmt.Errorf("adapter: provider name %q is not a DNS-1123 label of at most 63 characters (set Options.Name)", name)
@@ -134,15 +181,41 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 	if scheme == "" || strings.ContainsAny(scheme, ":/") || strings.ContainsFunc(scheme, func(r rune) bool { return r <= ' ' }) {
 		return nil, fmt.Errorf("adapter: providerID scheme %q is not the part before \"://\" (set Options.ProviderIDScheme)", scheme)
 	}
+	if opts.LoadBalancerConcurrency < 0 {
+		return nil, fmt.Errorf("adapter: Options.LoadBalancerConcurrency %d is negative", opts.LoadBalancerConcurrency)
+	}
+	a.lbTurns = make(chan struct{}, max(opts.LoadBalancerConcurrency, 1))
+	hasID := cloud.HasClusterID()
+	if !hasID {
+		// Upstream's cloudInitializer, word for word where it can be.
+		if !opts.AllowUntaggedCloud {
+			return nil, fmt.Errorf("adapter: no ClusterID found.  A ClusterID is required for the cloud provider to function properly.  " +
+				"This check can be bypassed by setting Options.AllowUntaggedCloud (upstream's --allow-untagged-cloud)")
+		}
+		klog.Warning("detected a cluster without a ClusterID.  A ClusterID will be required in the future.  Please tag your cluster to avoid any future issues")
+	}
 	a.info = &pb.GetProviderInfoResponse{
 		Name:             name,
 		VendorVersion:    version,
 		ProviderIdScheme: scheme,
 		ContractVersion:  sdk.ContractVersion,
-		HasClusterId:     ptr(cloud.HasClusterID()),
+		HasClusterId:     ptr(hasID),
 		Manifest:         copyMap(opts.Manifest),
 	}
-	cloud.Initialize(opts.ClientBuilder, a.stop)
+	builder, err := builderFor(opts, a.events)
+	if err != nil {
+		return nil, err
+	}
+	a.builder = builder
+	cloud.Initialize(builder, a.stop)
+	informerUser, _ := cloud.(cloudprovider.InformerUser)
+	var factory informers.SharedInformerFactory
+	if informerUser != nil {
+		if factory, err = a.informers(informerUser); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
 	if v2, ok := cloud.InstancesV2(); ok && v2 != nil {
 		a.instancesV2 = v2
 	} else if v1, ok := cloud.Instances(); ok && v1 != nil {
@@ -154,6 +227,10 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 	if lb, ok := cloud.LoadBalancer(); ok && lb != nil {
 		a.lb = lb
 		a.capabilities = append(a.capabilities, pb.Capability_CAPABILITY_LOAD_BALANCERS)
+		if l, ok := lb.(LoadBalancerLister); ok {
+			a.lister = l
+			a.capabilities = append(a.capabilities, pb.Capability_CAPABILITY_LIST_LOAD_BALANCERS)
+		}
 	}
 	if r, ok := cloud.Routes(); ok && r != nil {
 		a.routes = r
@@ -176,7 +253,49 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		a.volumes = v
 		a.capabilities = append(a.capabilities, pb.Capability_CAPABILITY_VOLUME_LABELS)
 	}
+	if factory != nil {
+		if err := a.syncInformers(factory); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
+	if _, ok := builder.(*clientBuilder); ok {
+		go a.expireEvents()
+	}
 	return a, nil
+}
+
+// buildVersion is the main module's version, else the VCS revision of the
+// build (with "-dirty" for modified sources), else "unknown": never
+// "(devel)", which says nothing about what runs.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision == "" {
+		return "unknown"
+	}
+	if modified == "true" {
+		revision += "-dirty"
+	}
+	return revision
 }
 
 func isDNSLabel(s string) bool {

@@ -63,7 +63,7 @@ func TestCapabilitiesFollowWhatTheCloudSupports(t *testing.T) {
 }
 
 func TestIdentity(t *testing.T) {
-	a := newAdapter(t, &testCloud{hasID: false}, Options{VendorVersion: "1.2.3", Manifest: map[string]string{"region": "r1"},
+	a := newAdapter(t, &testCloud{untagged: true}, Options{AllowUntaggedCloud: true, VendorVersion: "1.2.3", Manifest: map[string]string{"region": "r1"},
 		AnnotationPrefixes: []string{"service.beta.example.com/"}, AnnotationKeys: []string{"service.beta.example.com/type"}})
 	id := identity{Adapter: a}
 	info, _ := id.GetProviderInfo(ctx, &pb.GetProviderInfoRequest{})

@@ -22,12 +22,12 @@ type testCloud struct {
 	routes   cloudprovider.Routes
 	zones    cloudprovider.Zones
 	clusters cloudprovider.Clusters
-	hasID    bool
+	untagged bool // HasClusterID() is false
 }
 
 func (c *testCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
 func (c *testCloud) ProviderName() string                                              { return "test" }
-func (c *testCloud) HasClusterID() bool                                                { return c.hasID }
+func (c *testCloud) HasClusterID() bool                                                { return !c.untagged }
 func (c *testCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return c.lb, c.lb != nil }
 func (c *testCloud) Instances() (cloudprovider.Instances, bool)                        { return c.v1, c.v1 != nil }
 func (c *testCloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return c.v2, c.v2 != nil }

@@ -11,6 +11,24 @@ import (
 	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
 )
 
+// notFound tells whether err says an instance does not exist:
+// cloudprovider.InstanceNotFound, or an error Options.IsInstanceNotFound
+// recognises.
+func (a *Adapter) notFound(err error) bool {
+	return err != nil && (errors.Is(err, cloudprovider.InstanceNotFound) ||
+		a.opts.IsInstanceNotFound != nil && a.opts.IsInstanceNotFound(err))
+}
+
+// instanceError is cloudError for the instances and zones services, where
+// the cloud's own not-found errors are InstanceNotFound.
+func (a *Adapter) instanceError(err error) error {
+	var e *sdk.Error
+	if err != nil && !errors.As(err, &e) && a.notFound(err) {
+		return sdk.InstanceNotFound(err.Error())
+	}
+	return cloudError(err)
+}
+
 // cloudError maps an error of the cloud to the contract (see the package
 // documentation). ImplementedElsewhere is handled by the load balancer
 // methods before, where it is an answer.

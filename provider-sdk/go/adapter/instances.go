@@ -70,7 +70,7 @@ func (a instances) InstanceExists(ctx context.Context, req *pb.InstanceExistsReq
 	} else {
 		var providerID string
 		providerID, err = a.providerID(ctx, node)
-		if errors.Is(err, cloudprovider.InstanceNotFound) {
+		if a.notFound(err) {
 			// Upstream: InstanceID's InstanceNotFound means the Node is gone.
 			return &pb.InstanceExistsResponse{Existence: pb.InstanceExistence_INSTANCE_EXISTENCE_NOT_EXISTS}, nil
 		}
@@ -78,14 +78,14 @@ func (a instances) InstanceExists(ctx context.Context, req *pb.InstanceExistsReq
 			exists, err = a.instances.InstanceExistsByProviderID(ctx, providerID)
 		}
 	}
-	if errors.Is(err, cloudprovider.InstanceNotFound) {
+	if a.notFound(err) {
 		// An error is not an answer: upstream's node-lifecycle controller
 		// deletes no Node on it, and the contract never says
 		// INSTANCE_NOT_FOUND here.
 		return nil, sdk.Unknown(fmt.Sprintf("instance existence unknown: the cloud answered InstanceNotFound as an error, not false: %v", err))
 	}
 	if err != nil {
-		return nil, cloudError(err)
+		return nil, a.instanceError(err)
 	}
 	if exists {
 		return &pb.InstanceExistsResponse{Existence: pb.InstanceExistence_INSTANCE_EXISTENCE_EXISTS}, nil
@@ -113,7 +113,7 @@ func (a instances) InstanceShutdown(ctx context.Context, req *pb.InstanceShutdow
 		}
 	}
 	if err != nil {
-		return nil, cloudError(err)
+		return nil, a.instanceError(err)
 	}
 	if shutdown {
 		return &pb.InstanceShutdownResponse{State: pb.InstanceShutdownState_INSTANCE_SHUTDOWN_STATE_SHUT_DOWN}, nil
@@ -142,7 +142,7 @@ func (a instances) InstanceMetadata(ctx context.Context, req *pb.InstanceMetadat
 		md, err = a.metadataV1(ctx, node)
 	}
 	if err != nil {
-		return nil, cloudError(err)
+		return nil, a.instanceError(err)
 	}
 	out, v := fromMetadata(md)
 	if v != nil {

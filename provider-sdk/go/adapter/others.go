@@ -38,7 +38,7 @@ func (a zones) GetZoneByProviderId(ctx context.Context, req *pb.GetZoneByProvide
 	}
 	z, err := a.zones.GetZoneByProviderID(ctx, req.GetProviderId())
 	if err != nil {
-		return nil, cloudError(err)
+		return nil, a.instanceError(err)
 	}
 	zone, err := fromZone(z)
 	if err != nil {
@@ -53,7 +53,7 @@ func (a zones) GetZoneByNodeName(ctx context.Context, req *pb.GetZoneByNodeNameR
 	}
 	z, err := a.zones.GetZoneByNodeName(ctx, types.NodeName(req.GetNodeName()))
 	if err != nil {
-		return nil, cloudError(err)
+		return nil, a.instanceError(err)
 	}
 	zone, err := fromZone(z)
 	if err != nil {

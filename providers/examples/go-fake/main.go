@@ -42,6 +42,15 @@ func newFake() *fake.Cloud {
 type cloud struct {
 	*fake.Cloud
 	mu sync.Mutex // fake.Cloud's Balancers and RouteMap lookups are not safe for concurrent calls
+	// owners are the cluster and Service each load balancer was created
+	// for, by name: fake.Cloud keeps neither, and a listing needs both.
+	owners map[string]owner
+}
+
+type owner struct {
+	cluster string
+	service types.NamespacedName
+	uid     types.UID
 }
 
 func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return c, true }
@@ -91,7 +100,32 @@ func (c *cloud) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Ser
 func (c *cloud) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.Cloud.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	status, err := c.Cloud.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	if err == nil {
+		if c.owners == nil {
+			c.owners = map[string]owner{}
+		}
+		c.owners[c.GetLoadBalancerName(ctx, cluster, svc)] = owner{cluster: cluster,
+			service: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, uid: svc.UID}
+	}
+	return status, err
+}
+
+// ListLoadBalancers makes the cloud an adapter.LoadBalancerLister: the
+// load balancers created for the cluster, with their Services.
+func (c *cloud) ListLoadBalancers(ctx context.Context, cluster string) ([]adapter.LoadBalancerSummary, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []adapter.LoadBalancerSummary
+	for name := range c.Balancers {
+		o, ok := c.owners[name]
+		if !ok || o.cluster != cluster {
+			continue
+		}
+		out = append(out, adapter.LoadBalancerSummary{Name: name, ServiceUID: o.uid,
+			ServiceNamespace: o.service.Namespace, ServiceName: o.service.Name})
+	}
+	return out, nil
 }
 
 // fake.Cloud deletes nothing from its Balancers.
@@ -99,6 +133,7 @@ func (c *cloud) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, s
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.Balancers, c.GetLoadBalancerName(ctx, cluster, svc))
+	delete(c.owners, c.GetLoadBalancerName(ctx, cluster, svc))
 	return c.Cloud.EnsureLoadBalancerDeleted(ctx, cluster, svc)
 }
 
