@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -28,6 +29,15 @@ const accessHelp = "set KUBECONFIG (or Options.Kubeconfig) to a kubeconfig for t
 // DefaultInformerSyncTimeout is how long New waits for the informers of an
 // InformerUser cloud to sync when Options.InformerSyncTimeout is 0.
 const DefaultInformerSyncTimeout = time.Minute
+
+// DefaultKubeconfigWait is how long New waits for a kubeconfig that does not
+// exist yet when Options.KubeconfigWait is 0: the controller writes the
+// provider's kubeconfig after it starts, and a provider run as a native
+// sidecar starts first.
+const DefaultKubeconfigWait = 2 * time.Minute
+
+// kubeconfigPoll is how often a missing kubeconfig is looked for again.
+const kubeconfigPoll = 200 * time.Millisecond
 
 // ErrNoClusterAccess is what the ControllerClientBuilder of a provider
 // given no cluster access answers from Client and Config.
@@ -203,9 +213,37 @@ func builderFor(opts Options, events *eventQueue) (cloudprovider.ControllerClien
 	if path == "" {
 		return noAccess{}, nil
 	}
+	wait := opts.KubeconfigWait
+	if wait == 0 {
+		wait = DefaultKubeconfigWait
+	}
+	if err := awaitFile(path, wait); err != nil {
+		return nil, err
+	}
 	config, err := loadKubeconfig(path)
 	if err != nil {
 		return nil, err
 	}
 	return newClientBuilder(config, events), nil
+}
+
+// awaitFile waits, at most wait, for a single-file kubeconfig to exist (a
+// list of files is read as kubectl reads it: missing ones are skipped).
+// Polling, not inotify: the file lives in an emptyDir another container
+// writes, and one stat per poll for at most wait is all it costs.
+func awaitFile(path string, wait time.Duration) error {
+	if strings.Contains(path, string(os.PathListSeparator)) {
+		return nil
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		_, err := os.Stat(path)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return nil // loadKubeconfig reports any other error
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("adapter: the kubeconfig %q did not appear within %s: %s", path, wait, accessHelp)
+		}
+		time.Sleep(kubeconfigPoll)
+	}
 }

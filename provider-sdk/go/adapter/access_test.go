@@ -178,11 +178,13 @@ func TestTheCloudsClientBuilder(t *testing.T) {
 		wantErr    string // of the cloud's Client
 		wantNewErr string
 		wantGiven  bool
+		late       bool // the kubeconfig is written after New starts, as the controller does
 	}{
 		{name: "no access", wantErr: "KUBECONFIG"},
 		{name: "KUBECONFIG", env: api.kubeconfig, wantNodes: 1},
 		{name: "Options.Kubeconfig before KUBECONFIG", env: "/nonexistent", opts: Options{Kubeconfig: api.kubeconfig}, wantNodes: 1},
-		{name: "a kubeconfig that is not there", env: filepath.Join(t.TempDir(), "missing"), wantNewErr: "missing: no such file"},
+		{name: "a kubeconfig that never appears", env: filepath.Join(t.TempDir(), "missing"), opts: Options{KubeconfigWait: 300 * time.Millisecond}, wantNewErr: `missing" did not appear within 300ms`},
+		{name: "a kubeconfig written after the provider started", env: filepath.Join(t.TempDir(), "later"), opts: Options{KubeconfigWait: 10 * time.Second}, late: true, wantNodes: 1},
 		{name: "a list of kubeconfigs, as kubectl reads it", env: filepath.Join(t.TempDir(), "missing") + ":" + api.kubeconfig, wantNodes: 1},
 		{name: "Options.ClientBuilder overrides", env: api.kubeconfig, opts: Options{ClientBuilder: given}, wantGiven: true},
 	}
@@ -190,6 +192,17 @@ func TestTheCloudsClientBuilder(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", c.env)
 			cloud := &builderCloud{testCloud: &testCloud{}, list: !c.wantGiven}
+			if c.late {
+				content, err := os.ReadFile(api.kubeconfig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					time.Sleep(300 * time.Millisecond) // the controller writes it later
+					_ = os.WriteFile(c.env+".tmp", content, 0o600)
+					_ = os.Rename(c.env+".tmp", c.env)
+				}()
+			}
 			a, err := New(cloud, c.opts)
 			if c.wantNewErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantNewErr) {

@@ -94,6 +94,10 @@ type Options struct {
 	// answer ErrNoClusterAccess and its ClientOrDie and ConfigOrDie end the
 	// process with a message naming KUBECONFIG.
 	Kubeconfig string
+	// KubeconfigWait bounds New's wait for a Kubeconfig that does not exist
+	// yet, written by the controller after the provider started (default
+	// DefaultKubeconfigWait; negative: do not wait).
+	KubeconfigWait time.Duration
 	// ClientBuilder, when set, is passed to cloud.Initialize instead (and
 	// gives the informers of an InformerUser cloud); its clients are the
 	// caller's: their Events go where they send them.
