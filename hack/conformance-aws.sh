@@ -56,5 +56,5 @@ export AWS_ACCESS_KEY_ID=fake AWS_SECRET_ACCESS_KEY=fake AWS_EC2_METADATA_DISABL
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 conformance_args=(--node conformance-node-1 --node conformance-node-2)
 # CONFORMANCE_AWS_ALL=1 runs the cases left out too (to see them fail).
-[[ -n ${CONFORMANCE_AWS_ALL:-} ]] || conformance_args+=(--skip -missing-node --skip routes/)
+[[ -n ${CONFORMANCE_AWS_ALL:-} ]] || conformance_args+=(--skip=missing-node --skip=routes/)
 conformance_run "$bin_dir/aws-provider" --cloud-config "$work/cloud.conf" --kubeconfig "$work/kubeconfig"

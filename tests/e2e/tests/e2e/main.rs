@@ -31,6 +31,7 @@ mod node_routes;
 mod other_providers;
 mod provider_answers;
 mod pv_labels;
+mod real_ccm;
 mod secure_serving;
 mod service_lb;
 mod shadow_mode;
