@@ -12,8 +12,10 @@
 #     aws://conformance-missing-<run> is no AWS instance id; the AWS cloud
 #     answers "Invalid format for AWS instance" (UNKNOWN).
 #   - routes/: the AWS cloud maps a route's instance to its Node through a
-#     Node informer (cluster access), and its DeleteRoute of a route that
-#     does not exist fails as AWS does (InvalidRoute.NotFound).
+#     Node informer (cluster access); its DeleteRoute of a route that does
+#     not exist fails as AWS does (InvalidRoute.NotFound), and its
+#     CreateRoute over another node's route with RouteAlreadyExists, both
+#     answered UNKNOWN.
 # Needs target/debug/provider-conformance (CARGO_TARGET_DIR is honoured).
 name=conformance-aws
 source "$(dirname "$0")/lib/conformance.sh"
