@@ -376,11 +376,11 @@ func (p params) permissions() ([]permission, *apiError) {
 		s := p.sub("IpPermissions", i)
 		from, err := s.int32ptr("FromPort")
 		if err != nil {
-			return nil, err.(*apiError)
+			return nil, err
 		}
 		to, err := s.int32ptr("ToPort")
 		if err != nil {
-			return nil, err.(*apiError)
+			return nil, err
 		}
 		perm := permission{Protocol: s.get("IpProtocol"), From: from, To: to}
 		for _, j := range s.indexes("IpRanges") {

@@ -152,11 +152,11 @@ func (p params) listeners() ([]Listener, *apiError) {
 		s := p.sub("Listeners.member", i)
 		lbPort, err := s.int32ptr("LoadBalancerPort")
 		if err != nil {
-			return nil, err.(*apiError)
+			return nil, err
 		}
 		port, err := s.int32ptr("InstancePort")
 		if err != nil {
-			return nil, err.(*apiError)
+			return nil, err
 		}
 		if lbPort == nil || port == nil || s.get("Protocol") == "" {
 			return nil, &apiError{Code: "ValidationError", Message: "a listener needs Protocol, LoadBalancerPort and InstancePort"}
@@ -299,7 +299,7 @@ func (c *Cloud) configureHealthCheck(p params) ([]node, *apiError) {
 	}{{"Interval", &hc.Interval}, {"Timeout", &hc.Timeout}, {"UnhealthyThreshold", &hc.UnhealthyThreshold}, {"HealthyThreshold", &hc.HealthyThreshold}} {
 		v, err := s.int32ptr(f.key)
 		if err != nil {
-			return nil, err.(*apiError)
+			return nil, err
 		}
 		if v == nil {
 			return nil, &apiError{Code: "ValidationError", Message: "HealthCheck." + f.key + " is required"}

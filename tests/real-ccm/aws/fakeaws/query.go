@@ -70,7 +70,7 @@ func (p params) under(prefix string) params {
 	return out
 }
 
-func (p params) int32ptr(key string) (*int32, error) {
+func (p params) int32ptr(key string) (*int32, *apiError) {
 	v := p.get(key)
 	if v == "" {
 		return nil, nil
