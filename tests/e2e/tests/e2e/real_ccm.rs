@@ -134,7 +134,7 @@ impl FakeAws {
 
 /// The provider's own identity: read Nodes (what the AWS cloud's informer
 /// and client may look at) and write Events (what its recorder sends),
-/// nothing else; a kubeconfig as it written to `path`.
+/// nothing else; a kubeconfig as it, written to `path`.
 async fn provider_identity(path: &Path) {
     let cp = ControlPlane::shared().await;
     let env = cp.env();
