@@ -47,6 +47,7 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 	$(MAKE) --no-print-directory conformance-python
 	$(MAKE) --no-print-directory go-sdk
 	$(MAKE) --no-print-directory conformance-go
+	$(MAKE) --no-print-directory conformance-aws
 	$(MAKE) --no-print-directory demo
 
 # Property tests (proptest), the project's fuzzing: they run on stable Rust
@@ -93,6 +94,11 @@ go-sdk: ## Go provider SDK, example and tests/upstream-ccm: stubs current (buf g
 conformance-go: ## The provider-conformance CLI against the Go example (fake.Cloud through the Go adapter).
 	$(CARGO) build --locked -p ccm-provider-conformance
 	hack/conformance-go.sh
+
+.PHONY: conformance-aws
+conformance-aws: ## The provider-conformance CLI against a real published cloud: k8s.io/cloud-provider-aws through the Go adapter, on a fake EC2/ELB API.
+	$(CARGO) build --locked -p ccm-provider-conformance
+	hack/conformance-aws.sh
 
 .PHONY: bench
 bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Go provider SDK (provider-sdk/go), the Go example provider
-# (providers/examples/go-fake) and the upstream CCM that `make
-# bench-compare` runs (tests/upstream-ccm): the checked-in stubs are exactly what
+# (providers/examples/go-fake), the upstream CCM that `make
+# bench-compare` runs (tests/upstream-ccm) and the published AWS cloud with
+# its fake API (tests/real-ccm/aws): the checked-in stubs are exactly what
 # `buf generate` makes from proto/ with the pinned protoc-gen-go and
 # protoc-gen-go-grpc, everything is gofmt-formatted, go vet and go test
 # pass. `hack/go-sdk.sh generate` rewrites the stubs instead (after a
@@ -18,7 +19,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 
 protoc_gen_go=v1.36.11
 protoc_gen_go_grpc=v1.6.1
-modules=(provider-sdk/go providers/examples/go-fake tests/upstream-ccm)
+modules=(provider-sdk/go providers/examples/go-fake tests/upstream-ccm tests/real-ccm/aws)
 
 buf=$("$root/hack/install-buf.sh")
 

@@ -4,12 +4,14 @@
 # socket. The caller sets `name` and calls conformance_setup, writes what
 # the provider needs into "$work", then calls conformance_run COMMAND...
 # (the command must end up as the provider process itself, exec'ing through
-# any wrapper, and take `--endpoint unix://$sock` appended).
+# any wrapper, and take `--endpoint unix://$sock` appended). Arguments for
+# the CLI itself go in the array conformance_args.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${CONFORMANCE_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/provider-conformance}
 pid=
 work=
+conformance_args=()
 cleanup() {
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
   [[ -z $work ]] || rm -rf "$work"
@@ -33,7 +35,7 @@ conformance_run() {
   [[ -S $sock ]] || { echo "$name: no socket after 20 s" >&2; cat "$work/provider.log" >&2; exit 1; }
 
   local status=0 stopped=0
-  "$bin" --endpoint "unix://$sock" || status=$?
+  "$bin" --endpoint "unix://$sock" "${conformance_args[@]}" || status=$?
   kill -TERM "$pid"
   wait "$pid" || stopped=$?
   pid=

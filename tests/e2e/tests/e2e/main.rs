@@ -32,6 +32,7 @@ mod other_providers;
 mod provider_access;
 mod provider_answers;
 mod pv_labels;
+mod real_ccm;
 mod secure_serving;
 mod service_lb;
 mod shadow_mode;

@@ -1,0 +1,44 @@
+// aws-provider serves the AWS cloud of the published module
+// k8s.io/cloud-provider-aws (pkg/providers/v1, unchanged) through the ccm-rs
+// Go adapter, wired the way its README says: the cloud made by
+// cloudprovider.InitCloudProvider from its cloud config, then adapter.Serve.
+//
+// The cloud config decides where the cloud's EC2 and ELB calls go (its
+// [ServiceOverride] sections); tests point them at fake-aws on loopback.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"os"
+
+	cloudprovider "k8s.io/cloud-provider"
+	// Registers the "aws" cloud with cloudprovider.
+	_ "k8s.io/cloud-provider-aws/pkg/providers/v1"
+
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/adapter"
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", sdk.DefaultEndpoint, "unix:///absolute/path of the provider socket")
+	cloudConfig := flag.String("cloud-config", "", "the AWS cloud config file (gcfg)")
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig the cloud's Kubernetes client uses (its Initialize needs one)")
+	flag.Parse()
+
+	cloud, err := cloudprovider.InitCloudProvider("aws", *cloudConfig)
+	if err != nil {
+		log.Fatalf("aws-provider: %v", err)
+	}
+	if cloud == nil {
+		log.Fatalf("aws-provider: the aws cloud is not registered")
+	}
+	builder, err := clientBuilder(*kubeconfig)
+	if err != nil {
+		log.Fatalf("aws-provider: %v", err)
+	}
+	if err := adapter.Serve(context.Background(), cloud, adapter.Options{Endpoint: *endpoint, ClientBuilder: builder}); err != nil {
+		log.Fatalf("aws-provider: %v", err)
+	}
+}
