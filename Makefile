@@ -96,7 +96,7 @@ conformance-go: ## The provider-conformance CLI against the Go example (fake.Clo
 	hack/conformance-go.sh
 
 .PHONY: conformance-aws
-conformance-aws: ## The provider-conformance CLI against a real published cloud: k8s.io/cloud-provider-aws through the Go adapter, on a fake EC2/ELB API.
+conformance-aws: testenv-bin ## The provider-conformance CLI against a real published cloud: k8s.io/cloud-provider-aws through the Go adapter, on a fake EC2/ELB API.
 	$(CARGO) build --locked -p ccm-provider-conformance
 	hack/conformance-aws.sh
 

@@ -5,17 +5,18 @@
 # calls answered by fake-aws on loopback, which holds the instances the
 # suite asks about (conformance-node-1 and -2, by their private DNS names).
 #
-# No cluster: the cloud's Initialize gets a client for a kubeconfig whose
-# apiserver does not answer (the Events it records are dropped, with a log
-# line). Cases left out, and why (docs/real-ccm.md):
-#   - instances/*-missing-node: the suite's invented providerID
-#     aws://conformance-missing-<run> is no AWS instance id; the AWS cloud
-#     answers "Invalid format for AWS instance" (UNKNOWN).
-#   - routes/: the AWS cloud maps a route's instance to its Node through a
-#     Node informer (cluster access); its DeleteRoute of a route that does
-#     not exist fails as AWS does (InvalidRoute.NotFound), and its
-#     CreateRoute over another node's route with RouteAlreadyExists, both
-#     answered UNKNOWN.
+# The cloud's Initialize takes a Kubernetes client and its SetInformers a
+# Node informer, so the provider gets cluster access as docs/deploy.md
+# "Provider cluster access" ships it: a ccm-testenv apiserver on loopback, the
+# provider's own ServiceAccount with the shipped ClusterRole (read Nodes,
+# nothing else) and $KUBECONFIG for it. The missing instance is a well-formed
+# AWS providerID of an instance fake-aws does not hold. Cases left out, and
+# why (docs/real-ccm.md):
+#   - routes/: the AWS cloud maps a route's instance to its Node through the
+#     Node informer, and the suite's nodes are no Nodes of the apiserver; its
+#     DeleteRoute of a route that does not exist fails as AWS does
+#     (InvalidRoute.NotFound), and its CreateRoute over another node's route
+#     with RouteAlreadyExists, both answered UNKNOWN.
 # Needs target/debug/provider-conformance (CARGO_TARGET_DIR is honoured).
 name=conformance-aws
 source "$(dirname "$0")/lib/conformance.sh"
@@ -39,24 +40,32 @@ for _ in $(seq 100); do
 done
 [[ -s $work/address ]] || { echo "$name: fake-aws wrote no address in 10 s" >&2; exit 1; }
 
-cat >"$work/kubeconfig" <<'KUBECONFIG'
-apiVersion: v1
-kind: Config
-clusters:
-- name: none
-  cluster: {server: "https://127.0.0.1:1"}
-users:
-- name: none
-  user: {token: none}
-contexts:
-- name: none
-  context: {cluster: none, user: none}
-current-context: none
-KUBECONFIG
+testenv=$root/target/testenv/bin
+[[ -x $testenv/ccm-testenv ]] || { echo "$name: $testenv/ccm-testenv not built (make testenv-bin)" >&2; exit 1; }
+"$testenv/ccm-testenv" --data-dir "$work/apiserver" >"$work/ready.json" 2>"$work/apiserver.log" &
+api_pid=$!
+trap 'stop_fake; kill -TERM "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null || true; cleanup' EXIT
+for _ in $(seq 600); do
+  grep -q ready "$work/ready.json" 2>/dev/null && break
+  kill -0 "$api_pid" 2>/dev/null || { echo "$name: ccm-testenv exited:" >&2; tail -n 20 "$work/apiserver.log" >&2; exit 1; }
+  sleep 0.2
+done
+grep -q ready "$work/ready.json" || { echo "$name: the apiserver was not ready in 120 s" >&2; exit 1; }
+k() { KUBECONFIG=$work/apiserver/kubeconfig "$testenv/kubectl" "$@"; }
+access=$root/deploy/components/provider-cluster-access
+k create serviceaccount cloud-controller-manager-provider -n kube-system >/dev/null
+k apply -f "$access/clusterrole-provider.yaml" >/dev/null
+k create clusterrolebinding conformance-aws-provider --clusterrole=ccm-rs:cloud-controller-manager:provider \
+  --serviceaccount=kube-system:cloud-controller-manager-provider >/dev/null
+cp "$work/apiserver/kubeconfig" "$work/provider.kubeconfig"
+KUBECONFIG=$work/provider.kubeconfig "$testenv/kubectl" config set-credentials admin \
+  --token="$(k create token cloud-controller-manager-provider -n kube-system --duration=1h)" >/dev/null
 
 export AWS_ACCESS_KEY_ID=fake AWS_SECRET_ACCESS_KEY=fake AWS_EC2_METADATA_DISABLED=true \
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
-conformance_args=(--node conformance-node-1 --node conformance-node-2)
+export KUBECONFIG=$work/provider.kubeconfig
+conformance_args=(--node conformance-node-1 --node conformance-node-2
+  --missing-provider-id aws:///us-east-1a/i-0000000000000dead)
 # CONFORMANCE_AWS_ALL=1 runs the cases left out too (to see them fail).
-[[ -n ${CONFORMANCE_AWS_ALL:-} ]] || conformance_args+=(--skip=missing-node --skip=routes/)
-conformance_run "$bin_dir/aws-provider" --cloud-config "$work/cloud.conf" --kubeconfig "$work/kubeconfig"
+[[ -n ${CONFORMANCE_AWS_ALL:-} ]] || conformance_args+=(--skip=routes/)
+conformance_run "$bin_dir/aws-provider" --cloud-config "$work/cloud.conf"

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::common::*;
 use ccm_testsupport::{spawn_tied, unique_name};
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -132,28 +132,20 @@ impl FakeAws {
     }
 }
 
-/// The provider's own identity: read Nodes (what the AWS cloud's informer
-/// and client may look at) and write Events (what its recorder sends),
-/// nothing else; a kubeconfig as it, written to `path`.
+/// The provider's own identity with the ClusterRole shipped for provider
+/// cluster access (read Nodes, nothing else: no Event permission, the
+/// adapter answers the cloud's Event writes); a kubeconfig as it, written to
+/// `path`.
 async fn provider_identity(path: &Path) {
     let cp = ControlPlane::shared().await;
     let env = cp.env();
     let admin = env.admin_client().await.unwrap();
     let ns = env.namespace(&admin, "aws").await.unwrap();
-    let rules = vec![
-        PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["nodes".into()]),
-            verbs: vec!["get".into(), "list".into(), "watch".into()],
-            ..Default::default()
-        },
-        PolicyRule {
-            api_groups: Some(vec![String::new(), "events.k8s.io".into()]),
-            resources: Some(vec!["events".into()]),
-            verbs: vec!["create".into(), "patch".into(), "update".into()],
-            ..Default::default()
-        },
-    ];
+    let shipped =
+        repo().join("deploy/components/provider-cluster-access/clusterrole-provider.yaml");
+    let role: ClusterRole =
+        serde_yaml::from_str(&std::fs::read_to_string(&shipped).unwrap()).unwrap();
+    let rules = role.rules.unwrap();
     env.grant_cluster_role(&admin, &ns, PROVIDER_SA, rules)
         .await
         .unwrap();
@@ -202,11 +194,9 @@ async fn scenario(aws_provider: &Path, fake_aws: &Path) {
     provider_identity(&kubeconfig).await;
     let mut provider = Provider::spawn(
         aws_provider,
+        &[format!("--cloud-config={}", fake.cloud_config.display())],
         &[
-            format!("--cloud-config={}", fake.cloud_config.display()),
-            format!("--kubeconfig={}", kubeconfig.display()),
-        ],
-        &[
+            ("KUBECONFIG", kubeconfig.clone()),
             ("AWS_ACCESS_KEY_ID", "fake".into()),
             ("AWS_SECRET_ACCESS_KEY", "fake".into()),
             ("AWS_EC2_METADATA_DISABLED", "true".into()),

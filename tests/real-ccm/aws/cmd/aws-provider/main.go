@@ -11,11 +11,10 @@ import (
 	"context"
 	"flag"
 	"log"
-	"os"
 
 	cloudprovider "k8s.io/cloud-provider"
 	// Registers the "aws" cloud with cloudprovider.
-	_ "k8s.io/cloud-provider-aws/pkg/providers/v1"
+	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
 
 	"github.com/ccm-rs/ccm-rs/provider-sdk/go/adapter"
 	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
@@ -24,7 +23,6 @@ import (
 func main() {
 	endpoint := flag.String("endpoint", sdk.DefaultEndpoint, "unix:///absolute/path of the provider socket")
 	cloudConfig := flag.String("cloud-config", "", "the AWS cloud config file (gcfg)")
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig the cloud's Kubernetes client uses (its Initialize needs one)")
 	flag.Parse()
 
 	cloud, err := cloudprovider.InitCloudProvider("aws", *cloudConfig)
@@ -34,11 +32,12 @@ func main() {
 	if cloud == nil {
 		log.Fatalf("aws-provider: the aws cloud is not registered")
 	}
-	builder, err := clientBuilder(*kubeconfig)
-	if err != nil {
-		log.Fatalf("aws-provider: %v", err)
-	}
-	if err := adapter.Serve(context.Background(), cloud, adapter.Options{Endpoint: *endpoint, ClientBuilder: builder}); err != nil {
+	// Cluster access comes from $KUBECONFIG, which the adapter reads (the
+	// cloud's Initialize takes a client, its SetInformers a Node informer).
+	// The AWS cloud answers a missing instance with EC2's own
+	// InvalidInstanceID.NotFound, which the module itself tells apart.
+	opts := adapter.Options{Endpoint: *endpoint, IsInstanceNotFound: awsv1.IsAWSErrorInstanceNotFound}
+	if err := adapter.Serve(context.Background(), cloud, opts); err != nil {
 		log.Fatalf("aws-provider: %v", err)
 	}
 }
