@@ -35,6 +35,7 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet (and th
 	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features client --locked -- -D warnings
 	$(CARGO) clippy -p ccm-provider-sdk --no-default-features --features server --locked -- -D warnings
 	cd tests/testenv && $(GO_ENV) go vet ./... && $(GO_ENV) go test ./internal/...
+	cd hack/ocibuild && test -z "$$(gofmt -l .)" && $(GO_ENV) go vet ./... && $(GO_ENV) go test ./...
 	hack/buf.sh
 
 .PHONY: test
@@ -99,6 +100,25 @@ conformance-go: ## The provider-conformance CLI against the Go example (fake.Clo
 conformance-aws: testenv-bin ## The provider-conformance CLI against a real published cloud: k8s.io/cloud-provider-aws through the Go adapter, on a fake EC2/ELB API.
 	$(CARGO) build --locked -p ccm-provider-conformance
 	hack/conformance-aws.sh
+
+# Images and releases (docs/deploy.md, "Images"): static musl release
+# builds for two architectures, so not part of `make test`; .ci/run runs
+# `make test-release` after it.
+.PHONY: images
+images: ## OCI images (controller, fake and local providers, a base for provider binaries) for linux/amd64+arm64 as OCI layouts in _out/images/, without a container daemon.
+	hack/images.sh
+
+.PHONY: test-images
+test-images: images ## make images, then run each image's entrypoint as its user (and the fake provider against the controller's probe); a second build must give the same digests.
+	hack/test-images.sh
+
+.PHONY: release
+release: images tools-bin ## The versioned artifacts in _out/release/<version>/: images as OCI layout tars, the chart .tgz, SBOM, CHANGELOG section, SHA256SUMS.
+	hack/release.sh
+
+.PHONY: test-release
+test-release: test-images release ## make test-images and make release, then check the artifacts: checksums, one version in the chart, the labels and --version.
+	cd hack/ocibuild && CCM_RELEASE_DIR=$(CURDIR)/_out/release $(GO_ENV) go test -count=1 -run '^TestRelease$$' -v .
 
 .PHONY: bench
 bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.

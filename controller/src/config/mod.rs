@@ -59,7 +59,8 @@ pub const DEFAULT_SECURE_PORT: u16 = 10258;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cloud-controller-manager",
-    version,
+    // The git commit too when the image build sets CCM_BUILD_COMMIT.
+    version = ccm_provider_sdk::build_version::version(env!("CARGO_PKG_VERSION"), option_env!("CCM_BUILD_COMMIT")),
     about,
     long_about = None,
     // As Go's flags: a repeated flag's last value wins (lists accumulate).

@@ -96,6 +96,7 @@
 //! }
 //! ```
 
+pub mod build_version;
 pub mod cidr;
 #[cfg(feature = "client")]
 pub mod client;

@@ -17,7 +17,10 @@ use clap::Parser;
 
 /// An in-memory cloud provider for ccm-rs, with fault injection.
 #[derive(Debug, Parser)]
-#[command(name = "fake-provider", version)]
+#[command(
+    name = "fake-provider",
+    version = ccm_provider_sdk::build_version::version(env!("CARGO_PKG_VERSION"), option_env!("CCM_BUILD_COMMIT"))
+)]
 struct Args {
     /// The provider socket, `unix:///absolute/path`.
     #[arg(long, env = "CLOUD_PROVIDER_ENDPOINT", default_value = ccm_provider_sdk::DEFAULT_ENDPOINT)]

@@ -18,7 +18,10 @@ use clap::Parser;
 /// an inventory file, load balancers as L4 proxies on local addresses,
 /// routes in a kernel routing table.
 #[derive(Debug, Parser)]
-#[command(name = "local-provider", version)]
+#[command(
+    name = "local-provider",
+    version = ccm_provider_sdk::build_version::version(env!("CARGO_PKG_VERSION"), option_env!("CCM_BUILD_COMMIT"))
+)]
 struct Args {
     /// The provider socket, `unix:///absolute/path`.
     #[arg(long, env = "CLOUD_PROVIDER_ENDPOINT", default_value = ccm_provider_sdk::DEFAULT_ENDPOINT)]

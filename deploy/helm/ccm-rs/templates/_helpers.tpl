@@ -91,6 +91,16 @@ chart's appVersion.
 {{- end }}
 
 {{/*
+The provider's image. The chart has no default: the wrong provider on a
+real cluster (the fake one would stamp fake:// providerIDs, which are
+immutable, on real Nodes) is worse than no install.
+*/}}
+{{- define "ccm-rs.providerImage" -}}
+{{- $_ := required "provider.image.repository is required: the image of your cloud's provider sidecar (e.g. --set provider.image.repository=registry.example.com/my-cloud-provider --set provider.image.tag=1.0.0; for a test cluster ghcr.io/ccm-rs/fake-provider). See the chart's README.md" .Values.provider.image.repository -}}
+{{- include "ccm-rs.image" (list .Values.provider.image .) -}}
+{{- end }}
+
+{{/*
 The --controllers list: controller.controllers, plus pv-label when
 controller.pvLabels.enabled. Empty when that is the default ("*").
 */}}
@@ -131,7 +141,7 @@ provider.nativeSidecar an init container with restartPolicy Always
 */}}
 {{- define "ccm-rs.provider" -}}
 - name: provider
-  image: {{ include "ccm-rs.image" (list .Values.provider.image .) | quote }}
+  image: {{ include "ccm-rs.providerImage" . | quote }}
   imagePullPolicy: {{ .Values.provider.image.pullPolicy }}
   args:
     - "--endpoint=unix:///var/run/cloud-provider/provider.sock"

@@ -259,6 +259,9 @@ fn helm_template(values: &[&str]) -> String {
                 "ccm",
                 "deploy/helm/ccm-rs",
                 "--namespace=kube-system",
+                // No default provider image: the fake provider unless
+                // `values` names another.
+                "--values=tests/e2e/golden/helm/values/default.yaml",
             ])
             .args(values)
             .current_dir(repo()),

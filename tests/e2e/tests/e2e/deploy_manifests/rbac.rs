@@ -44,6 +44,7 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
     let rendered = run(
         Command::new(tool("helm"))
             .args(["template", "ccm", "deploy/helm/ccm-rs"])
+            .arg("--values=tests/e2e/golden/helm/values/default.yaml")
             .arg(format!("--namespace={ns}"))
             .arg(format!("--set=fullnameOverride={name}"))
             .arg("--set=controller.pvLabels.enabled=true")

@@ -22,11 +22,15 @@ use serde_yaml::Value;
 
 const CHART: &str = "deploy/helm/ccm-rs";
 const GOLDEN: &str = "tests/e2e/golden/helm";
+/// The chart has no default provider image: every render here starts from
+/// this values file (the fake provider), which a later values file or
+/// `--set` overrides.
+const PROVIDER_VALUES: &str = "tests/e2e/golden/helm/values/default.yaml";
 
 /// The values sets: a name (the golden file `<name>.yaml`) and its values
 /// file, if any.
 const CASES: &[(&str, Option<&str>)] = &[
-    ("default", None),
+    ("default", Some(PROVIDER_VALUES)),
     ("local", Some("deploy/helm/ccm-rs/values-local.yaml")),
     (
         "native-sidecar",
@@ -101,21 +105,36 @@ fn helm_err(args: &[&str]) -> String {
 /// `helm template` as the release `ccm` in kube-system, the way the
 /// golden files and deploy_manifests/ render it.
 fn template(extra: &[&str]) -> String {
-    let mut args = vec!["template", "ccm", CHART, "--namespace=kube-system"];
+    let provider = format!("--values={PROVIDER_VALUES}");
+    let mut args = vec![
+        "template",
+        "ccm",
+        CHART,
+        "--namespace=kube-system",
+        &provider,
+    ];
     args.extend_from_slice(extra);
     helm_ok(&args)
 }
 
 fn template_err(extra: &[&str]) -> String {
-    let mut args = vec!["template", "ccm", CHART, "--namespace=kube-system"];
+    let provider = format!("--values={PROVIDER_VALUES}");
+    let mut args = vec![
+        "template",
+        "ccm",
+        CHART,
+        "--namespace=kube-system",
+        &provider,
+    ];
     args.extend_from_slice(extra);
     helm_err(&args)
 }
 
+/// `--values=` the provider values, then `values` (which may override them).
 fn values_flag(values: Option<&str>) -> Vec<String> {
-    values
+    std::iter::once(PROVIDER_VALUES)
+        .chain(values)
         .map(|v| format!("--values={v}"))
-        .into_iter()
         .collect()
 }
 

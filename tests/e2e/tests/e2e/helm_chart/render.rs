@@ -128,6 +128,7 @@ fn notes_say_how_to_check_the_rollout_the_leader_and_readiness() {
             "--namespace=kube-system".to_owned(),
             "--dry-run=client".to_owned(),
             kubeconfig.clone(),
+            format!("--values={PROVIDER_VALUES}"),
         ];
         args.extend(flags.iter().map(|f| f.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -151,5 +152,35 @@ fn notes_say_how_to_check_the_rollout_the_leader_and_readiness() {
             );
         }
         assert!(!notes.contains("<no value>"), "{notes}");
+    }
+}
+
+/// No default provider image: a render without one fails and says what to
+/// set, rather than installing the fake provider on a real cluster.
+#[test]
+fn the_provider_image_is_required() {
+    for args in [
+        &["template", "ccm", CHART, "--namespace=kube-system"][..],
+        &[
+            "template",
+            "ccm",
+            CHART,
+            "--namespace=kube-system",
+            "--set=provider.image.tag=1.0.0",
+        ],
+    ] {
+        let out = output(helm().args(args));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "helm {args:?} succeeded:\n{text}");
+        assert!(
+            text.contains(
+                "provider.image.repository is required: the image of your cloud's provider sidecar"
+            ),
+            "helm {args:?}:\n{text}"
+        );
     }
 }
