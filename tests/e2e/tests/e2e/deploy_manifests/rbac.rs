@@ -158,6 +158,7 @@ fn helm_provider_cluster_access_installed_grants_reading_nodes_and_one_token() {
             .args(["template", "ccm", "deploy/helm/ccm-rs"])
             .arg(format!("--namespace={ns}"))
             .arg(format!("--set=fullnameOverride={name}"))
+            .arg("--values=tests/e2e/golden/helm/values/default.yaml")
             .arg("--set=provider.clusterAccess.enabled=true")
             .current_dir(repo()),
         None,

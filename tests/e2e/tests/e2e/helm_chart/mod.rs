@@ -56,6 +56,10 @@ const CASES: &[(&str, Option<&str>)] = &[
         "provider-cluster-access",
         Some("tests/e2e/golden/helm/values/provider-cluster-access.yaml"),
     ),
+    (
+        "real-ccm-aws",
+        Some("deploy/helm/ccm-rs/examples/real-ccm-aws.yaml"),
+    ),
 ];
 
 fn repo() -> PathBuf {
