@@ -160,6 +160,7 @@ impl instances_service_server::InstancesService for RawCloud {
                 }],
                 ..Default::default()
             }),
+            ..Default::default()
         }))
     }
 }

@@ -29,6 +29,7 @@ impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I
             contract_version: proto::CONTRACT_VERSION.to_owned(),
             has_cluster_id: info.has_cluster_id,
             manifest: info.manifest.into_iter().collect(),
+            provider_id_schemes: Vec::new(),
         }))
     }
 

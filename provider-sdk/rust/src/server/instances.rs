@@ -105,6 +105,7 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         answers::instance_metadata(&metadata).map_err(bad_answer("an invalid InstanceMetadata"))?;
         Ok(Response::new(InstanceMetadataResponse {
             metadata: Some(metadata),
+            warnings: Vec::new(),
         }))
     }
 }
