@@ -56,6 +56,10 @@ type Options struct {
 	// refused (INVALID_ARGUMENT) before the cloud sees it: a cloud can only
 	// know that its own instance is gone.
 	ProviderIDScheme string
+	// ExtraProviderIDSchemes are further schemes of the cloud's providerIDs
+	// (for example "hrobot" beside "hcloud"): a Node of one of them reaches
+	// the cloud too (schemes.go).
+	ExtraProviderIDSchemes []string
 	// VendorVersion is the provider's version (default: the main module's
 	// version from the build information, or "unknown").
 	VendorVersion string
@@ -141,6 +145,9 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		ContractVersion:  sdk.ContractVersion,
 		HasClusterId:     ptr(cloud.HasClusterID()),
 		Manifest:         copyMap(opts.Manifest),
+	}
+	if err := a.ownSchemes(opts.ExtraProviderIDSchemes); err != nil {
+		return nil, err
 	}
 	cloud.Initialize(opts.ClientBuilder, a.stop)
 	if v2, ok := cloud.InstancesV2(); ok && v2 != nil {
