@@ -52,6 +52,9 @@ pub async fn report(endpoint: &str, options: ClientOptions) -> Result<Value, Cli
         "vendor_version": h.info.vendor_version,
         "contract_version": h.info.contract_version,
         "provider_id_scheme": h.info.provider_id_scheme,
+        // Every scheme it owns (contract 1.2.0); the one above alone when it
+        // lists none.
+        "provider_id_schemes": h.schemes(),
         "has_cluster_id": h.info.has_cluster_id,
         "manifest": manifest,
         "capabilities": capabilities,

@@ -246,3 +246,83 @@ pub fn tainted_node(name: &str) -> Node {
         }),
     }
 }
+
+/// The fake, as a cloud with a second kind of instance and news about its
+/// machines (contract 1.2.0): it also owns `fake-metal://` providerIDs
+/// (every such instance exists, and is running), and warns about every
+/// Node whose name starts with "maint".
+#[derive(Clone)]
+pub struct MetalFake(pub FakeCloud);
+
+impl ccm_provider_sdk::Identity for MetalFake {
+    fn info(&self) -> ccm_provider_sdk::ProviderInfo {
+        ccm_provider_sdk::Identity::info(&self.0).also_owns("fake-metal")
+    }
+}
+
+impl ccm_provider_sdk::Instances for MetalFake {
+    async fn instance_exists(
+        &self,
+        ctx: ccm_provider_sdk::CallContext,
+        node: ccm_provider_sdk::proto::NodeRef,
+    ) -> ccm_provider_sdk::ProviderResult<ccm_provider_sdk::Existence> {
+        if node.provider_id.starts_with("fake-metal://") {
+            return Ok(ccm_provider_sdk::Existence::Exists);
+        }
+        ccm_provider_sdk::Instances::instance_exists(&self.0, ctx, node).await
+    }
+
+    async fn instance_shutdown(
+        &self,
+        ctx: ccm_provider_sdk::CallContext,
+        node: ccm_provider_sdk::proto::NodeRef,
+    ) -> ccm_provider_sdk::ProviderResult<ccm_provider_sdk::ShutdownState> {
+        if node.provider_id.starts_with("fake-metal://") {
+            return Ok(ccm_provider_sdk::ShutdownState::Running);
+        }
+        ccm_provider_sdk::Instances::instance_shutdown(&self.0, ctx, node).await
+    }
+
+    async fn instance_metadata(
+        &self,
+        ctx: ccm_provider_sdk::CallContext,
+        node: ccm_provider_sdk::proto::NodeRef,
+    ) -> ccm_provider_sdk::ProviderResult<ccm_provider_sdk::proto::InstanceMetadata> {
+        if node.name.starts_with("maint") {
+            ctx.warn(
+                "MaintenanceScheduled",
+                format!("the machine of {} is rebooted on Sunday", node.name),
+            );
+        }
+        ccm_provider_sdk::Instances::instance_metadata(&self.0, ctx, node).await
+    }
+}
+
+/// [`MetalFake`] over a fake with `config`, serving on a temporary socket
+/// while the returned guard lives.
+pub fn metal_fake(config: FakeConfig) -> (Provider, ProviderClient) {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}/metal.sock", dir.path().display());
+    let inner = fake_provider(config);
+    let metal = MetalFake(inner.fake.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = ccm_provider_sdk::ProviderServer::new(metal.clone()).with_instances(metal);
+    let serving = endpoint.clone();
+    tokio::spawn(async move {
+        server
+            .serve(&serving, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let client = ProviderClient::connect_lazy(&endpoint, Default::default()).unwrap();
+    (
+        Provider {
+            fake: inner.fake.clone(),
+            client: client.clone(),
+            _stop: stop,
+            _dir: dir,
+        },
+        client,
+    )
+}

@@ -20,7 +20,8 @@ async fn reports_identity_capabilities_probe_and_clusters() {
         .await
         .unwrap();
     assert_eq!(report["name"], "fake");
-    assert_eq!(report["contract_version"], "1.1.0");
+    assert_eq!(report["contract_version"], "1.2.0");
+    assert_eq!(report["provider_id_schemes"], serde_json::json!(["fake"]));
     assert_eq!(report["probe"]["state"], "READY");
     let caps = report["capabilities"].as_array().unwrap();
     assert!(caps.contains(&"ROUTES".into()) && caps.contains(&"CLUSTERS".into()));
@@ -45,4 +46,53 @@ async fn reports_identity_capabilities_probe_and_clusters() {
     server.await.unwrap().unwrap();
     let gone = provider_info::report(&endpoint, Default::default()).await;
     assert!(gone.is_err());
+}
+
+/// The fake, owning a second providerID scheme (contract 1.2.0).
+struct Metal(FakeCloud);
+
+impl ccm_provider_sdk::Identity for Metal {
+    fn info(&self) -> ccm_provider_sdk::ProviderInfo {
+        ccm_provider_sdk::Identity::info(&self.0).also_owns("fake-metal")
+    }
+}
+
+#[tokio::test]
+async fn lists_every_provider_id_scheme_the_provider_owns() {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unix://{}/p.sock", dir.path().display());
+        let metal = Metal(FakeCloud::new(FakeConfig::default()).unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = endpoint.clone();
+        let server = tokio::spawn(async move {
+            ccm_provider_sdk::ProviderServer::new(metal)
+                .serve(&serving, async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        let report = loop {
+            match provider_info::report(&endpoint, Default::default()).await {
+                Ok(r) => break r,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        };
+        assert_eq!(report["provider_id_scheme"], "fake");
+        assert_eq!(
+            report["provider_id_schemes"],
+            serde_json::json!(["fake", "fake-metal"])
+        );
+        let text = provider_info::text(&report);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("provider_id_schemes")
+                    && l.ends_with(r#"["fake","fake-metal"]"#)),
+            "{text}"
+        );
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    })
+    .await
+    .expect("test took longer than 30 s");
 }

@@ -276,6 +276,15 @@ impl Ctx {
             .map_err(|s| fail(format!("GetProviderInfo: {}", describe(&s))))?
             .into_inner();
         cx.declared = ContractVersion::parse(&cx.info.contract_version);
+        if let Some(id) = &cx.config.missing_provider_id {
+            let owned = ccm_provider_sdk::validate::owned_schemes(&cx.info);
+            if !ccm_provider_sdk::validate::is_owned_provider_id(id, &owned) {
+                return Err(fail(format!(
+                    "--missing-provider-id {id:?} is not <scheme>://<id> with a scheme the provider owns ({})",
+                    owned.join(", ")
+                )));
+            }
+        }
         cx.caps = cx
             .identity()
             .get_provider_capabilities(cx.req(GetProviderCapabilitiesRequest {
@@ -409,12 +418,16 @@ impl Ctx {
         }
     }
 
-    /// A node whose instance cannot exist.
+    /// A node whose instance cannot exist: `--missing-provider-id`, or an
+    /// invented one of the provider's scheme.
     pub fn missing_node(&self) -> NodeRef {
-        let id = format!("conformance-missing-{}", self.run_id);
+        let name = format!("conformance-missing-{}", self.run_id);
         NodeRef {
-            provider_id: format!("{}://{id}", self.info.provider_id_scheme),
-            name: id,
+            provider_id: match &self.config.missing_provider_id {
+                Some(id) => id.clone(),
+                None => format!("{}://{name}", self.info.provider_id_scheme),
+            },
+            name,
             ..Default::default()
         }
     }

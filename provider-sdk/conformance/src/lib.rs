@@ -49,6 +49,12 @@ pub struct Config {
     pub case_timeout: Duration,
     /// The run id keying everything the suite creates; `None` generates one.
     pub run_id: Option<String>,
+    /// The providerID of an instance that does not exist, in the cloud's own
+    /// format (for example `aws:///us-east-1a/i-0123456789abcdef0`), for the
+    /// missing-instance cases; `None` invents
+    /// `<provider_id_scheme>://conformance-missing-<run-id>`, which a real
+    /// cloud may not be able to parse.
+    pub missing_provider_id: Option<String>,
 }
 
 impl Config {
@@ -62,6 +68,7 @@ impl Config {
             timeout: Duration::from_secs(30),
             case_timeout: Duration::from_secs(300),
             run_id: None,
+            missing_provider_id: None,
         }
     }
 

@@ -38,6 +38,12 @@ struct Args {
     /// The run id keying created resources [default: generated].
     #[arg(long)]
     run_id: Option<String>,
+    /// The providerID of an instance that does not exist, in your cloud's
+    /// own format, for the missing-instance cases (e.g.
+    /// aws:///us-east-1a/i-0123456789abcdef0) [default:
+    /// <scheme>://conformance-missing-<run-id>].
+    #[arg(long)]
+    missing_provider_id: Option<String>,
     /// List the (selected) cases and their required capabilities, then exit.
     #[arg(long)]
     list: bool,
@@ -54,6 +60,7 @@ async fn main() -> ExitCode {
     config.timeout = Duration::from_secs(args.timeout);
     config.case_timeout = Duration::from_secs(args.case_timeout);
     config.run_id = args.run_id;
+    config.missing_provider_id = args.missing_provider_id;
     if args.list {
         for case in CASES.iter().filter(|c| config.selects(c.name)) {
             let caps: Vec<_> = case.capabilities.iter().map(|c| c.as_str_name()).collect();

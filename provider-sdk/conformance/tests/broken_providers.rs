@@ -18,7 +18,7 @@ use ccm_provider_sdk::proto::{
     ListLoadBalancersRequest, ListLoadBalancersResponse, LoadBalancerExistence,
     LoadBalancerIngress, LoadBalancerStatus, LoadBalancerUpdated, MasterRequest, MasterResponse,
     NodeAddress, NodeAddressType, NodeRef, UpdateLoadBalancerRequest, UpdateLoadBalancerResponse,
-    clusters_service_server, ensure_load_balancer_response, instances_service_server,
+    Warning, clusters_service_server, ensure_load_balancer_response, instances_service_server,
     load_balancer_service_server, update_load_balancer_response,
 };
 use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError, validate};
@@ -47,6 +47,10 @@ struct Bugs {
     /// (g) Master of a cluster ListClusters does not list answers
     /// INVALID_ARGUMENT, which contract 1.0.0 allowed.
     master_unknown_invalid: bool,
+    /// (h) The fields of contract 1.2.0 sent malformed: a list of schemes
+    /// with one twice, whose "raw-metal://" Nodes are refused as foreign,
+    /// and a warning about a Node whose reason is not CamelCase.
+    malformed_1_2_0_fields: bool,
 }
 
 #[derive(Clone, Default)]
@@ -160,6 +164,14 @@ impl instances_service_server::InstancesService for RawCloud {
                 }],
                 ..Default::default()
             }),
+            warnings: if self.bugs.malformed_1_2_0_fields {
+                vec![Warning {
+                    reason: "not camel case".into(),
+                    message: "m".into(),
+                }]
+            } else {
+                Vec::new()
+            },
         }))
     }
 }
@@ -330,6 +342,10 @@ fn serve_declaring(bugs: Bugs, contract_version: Option<&'static str>) -> common
     identity.info.vendor_version = "0.0.1".into();
     if let Some(v) = contract_version {
         identity.info.contract_version = v.into();
+    }
+    if bugs.malformed_1_2_0_fields {
+        identity.info.provider_id_schemes =
+            vec!["raw-metal".into(), "raw-metal".into(), "raw".into()];
     }
     let (_, health) = tonic_health::server::health_reporter();
     let routes = tonic::service::Routes::new(identity.server())
@@ -525,5 +541,42 @@ async fn an_unparsable_contract_version_is_graded_by_every_rule() {
     let mut want = RULES_OF_1_1_0.to_vec();
     want.push("identity/provider-info-valid");
     common::assert_failed(&report, &want);
+    served.stop().await;
+}
+
+/// Contract 1.2.0's rules hold a provider declaring 1.2.0; one declaring
+/// 1.1.0 (which never sends the fields) has them reported as not required.
+const RULES_OF_1_2_0: [&str; 3] = [
+    "identity/provider-id-schemes-valid",
+    "instances/every-owned-scheme-judged",
+    "instances/metadata-warnings-well-formed",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rules_of_1_2_0_hold_a_provider_declaring_1_2_0_only() {
+    let bugs = Bugs {
+        malformed_1_2_0_fields: true,
+        ..Default::default()
+    };
+    let served = serve_declaring(bugs, Some("1.2.0"));
+    let mut config = served.config();
+    config.focus = vec!["identity/".into(), "instances/".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &RULES_OF_1_2_0);
+    served.stop().await;
+
+    let served = serve_declaring(bugs, Some("1.1.0"));
+    config.endpoint = served.endpoint.clone();
+    let report = ccm_provider_conformance::run(config).await;
+    common::assert_failed(&report, &[]);
+    for name in RULES_OF_1_2_0 {
+        let Some(ccm_provider_conformance::Outcome::Skipped(why)) = report.get(name) else {
+            panic!("{name}: expected not required, got {:?}", report.get(name));
+        };
+        assert!(
+            why.starts_with("not required at 1.1.0 (a rule of 1.2.0)"),
+            "{name}: {why}"
+        );
+    }
     served.stop().await;
 }

@@ -59,15 +59,17 @@ async fn passes_against_the_fake_and_prints_the_summary_last() {
             "identity/",
             "--skip",
             "unadvertised",
+            "--missing-provider-id",
+            "fake://i-0123456789abcdef0",
         ])
     })
     .await
     .unwrap();
     assert_eq!(code, 0, "{lines:#?}");
     let (last, cases) = lines.split_last().expect("output");
-    assert_eq!(last, "11 passed, 0 failed, 0 skipped", "{lines:#?}");
+    assert_eq!(last, "14 passed, 0 failed, 0 skipped", "{lines:#?}");
     assert!(is_summary(last));
-    assert_eq!(cases.len(), 11);
+    assert_eq!(cases.len(), 14);
     assert!(cases.iter().all(|l| l.starts_with("PASS ")), "{lines:#?}");
     assert!(cases.contains(&"PASS instances/exists-missing-node".to_owned()));
     served.stop().await;

@@ -28,6 +28,49 @@ struct Tiny {
     /// The bug of issue 25, finding 1: ListRoutes leaves out the
     /// target_node_addresses routes were created with.
     lists_routes_without_addresses: bool,
+    /// Further providerID schemes announced (contract 1.2.0).
+    also_owns: Vec<&'static str>,
+    /// Refuses its own further schemes as foreign (the bug of issue 27).
+    refuses_also_owned: bool,
+    /// Parses instance ids as a real cloud does ("tiny://<digits>"), and
+    /// cannot parse the suite's invented ones.
+    parses_ids: bool,
+    /// Warns about every known Node's instance.
+    warns: bool,
+}
+
+impl Tiny {
+    /// A real cloud's refusal of an id it cannot parse: neither "exists"
+    /// nor "does not", so an error of its own (hcloud: "unable to parse
+    /// server id").
+    fn parse(&self, node: &NodeRef) -> ProviderResult<()> {
+        let Some(id) = node.provider_id.strip_prefix("tiny://") else {
+            return Ok(());
+        };
+        if self.parses_ids && !known("", &node.provider_id) && id.parse::<u64>().is_err() {
+            return Err(ProviderError::cloud_unavailable(
+                format!("unable to parse server id {id:?}"),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    fn refuse_also_owned(&self, node: &NodeRef) -> ProviderResult<()> {
+        if self.refuses_also_owned
+            && !node.provider_id.starts_with("tiny://")
+            && !node.provider_id.is_empty()
+        {
+            return Err(ProviderError::invalid_request(
+                "node.provider_id",
+                format!(
+                    "{:?} is not a providerID of this provider",
+                    node.provider_id
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn known(name: &str, provider_id: &str) -> bool {
@@ -38,17 +81,23 @@ fn known(name: &str, provider_id: &str) -> bool {
 
 impl Identity for Tiny {
     fn info(&self) -> ProviderInfo {
-        ProviderInfo {
+        let mut info = ProviderInfo {
             name: "tiny".into(),
             vendor_version: "0.1.0".into(),
             provider_id_scheme: "tiny".into(),
             ..Default::default()
+        };
+        for s in &self.also_owns {
+            info = info.also_owns(*s);
         }
+        info
     }
 }
 
 impl Instances for Tiny {
     async fn instance_exists(&self, _: CallContext, node: NodeRef) -> ProviderResult<Existence> {
+        self.parse(&node)?;
+        self.refuse_also_owned(&node)?;
         Ok(if known(&node.name, &node.provider_id) {
             Existence::Exists
         } else {
@@ -57,6 +106,7 @@ impl Instances for Tiny {
     }
 
     async fn instance_shutdown(&self, _: CallContext, n: NodeRef) -> ProviderResult<ShutdownState> {
+        self.parse(&n)?;
         known(&n.name, &n.provider_id)
             .then_some(ShutdownState::Running)
             .ok_or_else(|| ProviderError::instance_not_found("no such instance"))
@@ -64,9 +114,10 @@ impl Instances for Tiny {
 
     async fn instance_metadata(
         &self,
-        _: CallContext,
+        ctx: CallContext,
         n: NodeRef,
     ) -> ProviderResult<InstanceMetadata> {
+        self.parse(&n)?;
         if !known(&n.name, &n.provider_id) {
             return Err(ProviderError::instance_not_found("no such instance"));
         }
@@ -79,6 +130,11 @@ impl Instances for Tiny {
             zone: "tiny-a".into(),
             region: "tiny".into(),
             ..Default::default()
+        })
+        .inspect(|_| {
+            if self.warns {
+                ctx.warn("MaintenanceScheduled", "rebooted on Sunday");
+            }
         })
     }
 }
@@ -364,11 +420,13 @@ async fn filters_and_known_node_option() {
             "instances/shutdown-known-node",
             "instances/metadata-known-node",
             "instances/foreign-provider-id-refused",
+            "instances/every-owned-scheme-judged",
+            "instances/metadata-warnings-well-formed",
         ]
     );
     // An explicit --node that does not exist fails rather than skips.
-    assert_eq!(report.failed(), 3, "{:?}", report.results);
-    assert_eq!(report.summary_line(), "1 passed, 3 failed, 0 skipped");
+    assert_eq!(report.failed(), 4, "{:?}", report.results);
+    assert_eq!(report.summary_line(), "2 passed, 4 failed, 0 skipped");
     served.stop().await;
 }
 
@@ -407,5 +465,87 @@ async fn routes_listed_without_their_addresses_fail() {
         panic!("not failed");
     };
     assert!(why.contains("target_node_addresses"), "{why}");
+    served.stop().await;
+}
+
+/// Issue 27: the suite invented `<scheme>://conformance-missing-<run>` for
+/// the missing instance, which a real cloud cannot parse (hcloud: "unable
+/// to parse server id"); `--missing-provider-id` names one in the cloud's
+/// own format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_missing_instance_can_be_named_in_the_clouds_own_format() {
+    let (served, _) = serve_tiny(
+        false,
+        Tiny {
+            parses_ids: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut config = served.config();
+    config.focus = vec!["missing".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(
+        &report,
+        &[
+            "instances/exists-missing-node",
+            "instances/shutdown-missing-node",
+            "instances/metadata-missing-node",
+        ],
+    );
+    config.missing_provider_id = Some("tiny://404".into());
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &[]);
+    assert_eq!(report.passed(), 3, "{:?}", report.results);
+
+    // One not of the provider's schemes fails the run, naming the option.
+    config.missing_provider_id = Some("aws:///us-east-1a/i-0123456789abcdef0".into());
+    let report = ccm_provider_conformance::run(config).await;
+    assert_eq!(report.passed(), 0);
+    let Some(Outcome::Failed(why)) = report.get("instances/exists-missing-node") else {
+        panic!("{:?}", report.results);
+    };
+    assert!(why.contains("--missing-provider-id"), "{why}");
+    served.stop().await;
+}
+
+/// Contract 1.2.0: a provider owning two schemes passes the new cases; one
+/// that refuses its own second scheme fails every-owned-scheme-judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scheme_a_provider_owns_is_judged() {
+    let tiny = Tiny {
+        also_owns: vec!["tiny-metal"],
+        warns: true,
+        ..Default::default()
+    };
+    let (served, _) = serve_tiny(false, tiny.clone()).await;
+    let mut config = served.config();
+    config.focus = vec!["identity/".into(), "instances/".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &[]);
+    for case in [
+        "identity/provider-id-schemes-valid",
+        "instances/every-owned-scheme-judged",
+        "instances/metadata-warnings-well-formed",
+    ] {
+        assert_eq!(report.get(case), Some(&Outcome::Passed), "{case}");
+    }
+    served.stop().await;
+
+    let (served, _) = serve_tiny(
+        false,
+        Tiny {
+            refuses_also_owned: true,
+            ..tiny
+        },
+    )
+    .await;
+    config.endpoint = served.endpoint.clone();
+    let report = ccm_provider_conformance::run(config).await;
+    common::assert_failed(&report, &["instances/every-owned-scheme-judged"]);
+    let Some(Outcome::Failed(why)) = report.get("instances/every-owned-scheme-judged") else {
+        panic!("not failed");
+    };
+    assert!(why.contains("tiny-metal://"), "{why}");
     served.stop().await;
 }

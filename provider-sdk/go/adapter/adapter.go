@@ -63,6 +63,10 @@ type Options struct {
 	// refused (INVALID_ARGUMENT) before the cloud sees it: a cloud can only
 	// know that its own instance is gone.
 	ProviderIDScheme string
+	// ExtraProviderIDSchemes are further schemes of the cloud's providerIDs
+	// (for example "hrobot" beside "hcloud"): a Node of one of them reaches
+	// the cloud too (schemes.go).
+	ExtraProviderIDSchemes []string
 	// VendorVersion is the provider's version (default: the main module's
 	// version from the build information; for a build without one (a
 	// "go build" in the module's own tree says "(devel)"), its VCS revision,
@@ -205,6 +209,9 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		ContractVersion:  sdk.ContractVersion,
 		HasClusterId:     ptr(hasID),
 		Manifest:         copyMap(opts.Manifest),
+	}
+	if err := a.ownSchemes(opts.ExtraProviderIDSchemes); err != nil {
+		return nil, err
 	}
 	builder, err := builderFor(opts, a.events)
 	if err != nil {

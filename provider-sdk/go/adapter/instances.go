@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +23,7 @@ type instances struct {
 }
 
 // node checks the request's node and converts it. A Node whose providerID
-// has another scheme (or is not a providerID) is refused before the cloud
+// has a scheme the cloud does not own (or is not a providerID) is refused before the cloud
 // sees it: the cloud can only know that its own instance is gone, and
 // NOT_EXISTS about another cloud's instance would make the controller
 // delete the Node.
@@ -32,12 +31,8 @@ func (a *Adapter) node(n *pb.NodeRef) (*corev1.Node, error) {
 	if v := sdk.CheckNodeRef("node", n); v != nil {
 		return nil, v.Invalid()
 	}
-	if id := n.GetProviderId(); id != "" {
-		scheme := a.info.GetProviderIdScheme()
-		if rest, ok := strings.CutPrefix(id, scheme+"://"); !ok || rest == "" {
-			return nil, sdk.InvalidRequest("node.provider_id", fmt.Sprintf(
-				"%q is not a providerID of this provider (scheme %q); it can only answer for its own instances", id, scheme))
-		}
+	if id := n.GetProviderId(); id != "" && !sdk.OwnsProviderID(a.info, id) {
+		return nil, sdk.ForeignProviderID(a.info, id)
 	}
 	return toNode(n), nil
 }

@@ -23,6 +23,8 @@ impl ContractVersion {
     pub const V1_0_0: ContractVersion = ContractVersion::new(1, 0, 0);
     /// The rules added after 1.0.0 (docs/spec.md, "Changelog").
     pub const V1_1_0: ContractVersion = ContractVersion::new(1, 1, 0);
+    /// Several providerID schemes per provider, warnings about a Node.
+    pub const V1_2_0: ContractVersion = ContractVersion::new(1, 2, 0);
 
     pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
         ContractVersion {
@@ -105,6 +107,6 @@ mod tests {
 
     #[test]
     fn current_is_the_newest_rule_set() {
-        assert_eq!(ContractVersion::current(), ContractVersion::V1_1_0);
+        assert_eq!(ContractVersion::current(), ContractVersion::V1_2_0);
     }
 }

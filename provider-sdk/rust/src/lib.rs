@@ -129,7 +129,7 @@ pub use node_set::NodeSet;
 pub use provider::{
     CallContext, Cancellation, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome,
     LoadBalancerEntry, LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes,
-    Zones, cluster_scoped_load_balancer_name, default_load_balancer_name,
+    Warnings, Zones, cluster_scoped_load_balancer_name, default_load_balancer_name,
 };
 #[cfg(feature = "server")]
 pub use server::ProviderServer;

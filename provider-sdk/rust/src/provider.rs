@@ -43,6 +43,49 @@ pub struct CallContext {
     /// before the answer. The method's future is dropped then too; this is
     /// for work it handed to other tasks (a cloud operation being polled).
     pub cancellation: Cancellation,
+    /// What the provider wants the user to know about the call's object;
+    /// see [`CallContext::warn`].
+    pub warnings: Warnings,
+}
+
+impl CallContext {
+    /// Tells the user something about the Node of an `instance_metadata`
+    /// call (contract 1.2.0): the controller publishes each warning as a
+    /// Warning Event on the Node. `reason` is CamelCase, for example
+    /// "MaintenanceScheduled"; no secrets in `message`. At most
+    /// [`crate::validate::MAX_NODE_WARNINGS`]: the SDK refuses to send an
+    /// answer with more, or with a malformed one, as a provider bug. Other
+    /// methods ignore these: load balancer mutations return theirs in
+    /// [`LbAnswer`].
+    pub fn warn(&self, reason: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            reason: reason.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Warnings collected during one call. Clones share them.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<std::sync::Mutex<Vec<Warning>>>);
+
+impl Warnings {
+    pub fn push(&self, w: Warning) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(w);
+    }
+
+    /// The warnings so far, leaving none.
+    pub fn take(&self) -> Vec<Warning> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
 }
 
 /// Whether the caller of one RPC has given up. Clones share the state.
@@ -85,12 +128,38 @@ pub struct ProviderInfo {
     /// DNS-1123 label, at most 63 characters.
     pub name: String,
     pub vendor_version: String,
-    /// The providerID scheme, the part before `://`.
+    /// The providerID scheme, the part before `://`: of the providerIDs
+    /// the provider sets by default.
     pub provider_id_scheme: String,
+    /// Further schemes the provider owns (contract 1.2.0), for a cloud with
+    /// several kinds of instance; see [`ProviderInfo::also_owns`].
+    pub other_provider_id_schemes: Vec<String>,
     /// Whether resources are scoped by cluster name; `None` means true.
     pub has_cluster_id: Option<bool>,
     /// Diagnostics only; no secrets.
     pub manifest: std::collections::BTreeMap<String, String>,
+}
+
+impl ProviderInfo {
+    /// Owns providerIDs of `scheme` too (for example "hrobot" beside
+    /// "hcloud"): a Node with one reaches the provider's [`Instances`]
+    /// rather than being refused as another cloud's.
+    pub fn also_owns(mut self, scheme: impl Into<String>) -> Self {
+        self.other_provider_id_schemes.push(scheme.into());
+        self
+    }
+
+    /// `GetProviderInfo.provider_id_schemes`: empty for one scheme (as
+    /// before 1.2.0), else `provider_id_scheme` and then the others.
+    pub fn provider_id_schemes(&self) -> Vec<String> {
+        if self.other_provider_id_schemes.is_empty() {
+            return Vec::new();
+        }
+        std::iter::once(&self.provider_id_scheme)
+            .chain(&self.other_provider_id_schemes)
+            .cloned()
+            .collect()
+    }
 }
 
 /// A provider's readiness (`Probe`).
@@ -137,8 +206,10 @@ pub enum ShutdownState {
 
 /// `InstancesService` (InstancesV2 semantics). Prefer `node.provider_id`;
 /// fall back to name, labels or annotations when it is empty. A Node whose
-/// providerID has another scheme than [`ProviderInfo::provider_id_scheme`]
-/// never reaches these methods: the SDK answers INVALID_ARGUMENT for it.
+/// providerID has a scheme the provider does not own
+/// ([`ProviderInfo::provider_id_scheme`] and
+/// [`ProviderInfo::also_owns`]) never reaches these methods: the SDK
+/// answers INVALID_ARGUMENT for it.
 pub trait Instances: Send + Sync + 'static {
     fn instance_exists(
         &self,

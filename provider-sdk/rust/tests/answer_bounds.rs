@@ -125,6 +125,7 @@ impl instances_service_server::InstancesService for Hostile {
         };
         Ok(Response::new(InstanceMetadataResponse {
             metadata: Some(metadata),
+            ..Default::default()
         }))
     }
 }
@@ -484,6 +485,7 @@ async fn a_huge_instance_metadata_answer_is_refused_without_stalling_the_runtime
     let _serial = SERIAL.lock().await;
     let encoded = InstanceMetadataResponse {
         metadata: Some(huge_metadata()),
+        ..Default::default()
     }
     .encoded_len();
     assert!(

@@ -63,6 +63,7 @@ impl instances_service_server::InstancesService for BadInstances {
                     provider_id: "aws:///eu-west-1a/i-1".into(),
                     ..Default::default()
                 }),
+                ..Default::default()
             }));
         }
         Ok(Response::new(InstanceMetadataResponse {
@@ -74,6 +75,7 @@ impl instances_service_server::InstancesService for BadInstances {
                 }],
                 ..Default::default()
             }),
+            ..Default::default()
         }))
     }
 }

@@ -33,6 +33,7 @@ impl Identity for FakeCloud {
                 ("zone".to_owned(), config.zone),
                 ("lb_ip_pool".to_owned(), config.lb_ip_pool),
             ]),
+            ..Default::default()
         }
     }
 

@@ -286,6 +286,7 @@ impl Identity for LocalCloud {
                     self.config.name_template.clone(),
                 ),
             ]),
+            ..Default::default()
         }
     }
 

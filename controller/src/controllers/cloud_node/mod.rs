@@ -155,12 +155,41 @@ async fn zone_fallback(
     Ok(meta)
 }
 
+/// The provider's warnings about the Node (contract 1.2.0), as Warning
+/// Events on it, as a load balancer's are on its Service. The client keeps
+/// at most `MAX_NODE_WARNINGS`; a reason the API server could not take is
+/// published as "ProviderWarning", the message cut by the recorder.
+async fn provider_warnings(ctx: &Context, n: &Node, warnings: &[ccm_provider_sdk::proto::Warning]) {
+    for w in warnings {
+        let reason = if ccm_provider_sdk::validate::is_warning_reason(&w.reason) {
+            w.reason.as_str()
+        } else {
+            "ProviderWarning"
+        };
+        ctx.event(
+            n,
+            EventType::Warning,
+            reason,
+            w.message.clone(),
+            "InstanceMetadata",
+        )
+        .await;
+    }
+}
+
 async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     let ctx = &state.ctx;
     let name = node::name(n).to_owned();
     tracing::info!(node = %name, "initializing node with cloud provider");
-    let meta = match ctx.provider.instance_metadata(node::node_ref(n)).await {
-        Ok(meta) => meta,
+    let meta = match ctx
+        .provider
+        .instance_metadata_answer(node::node_ref(n))
+        .await
+    {
+        Ok(answer) => {
+            provider_warnings(ctx, n, &answer.warnings).await;
+            answer.metadata
+        }
         Err(source) => {
             let undecodable = source.provider_error().is_some_and(|e| {
                 // An answer over the message size limit never reaches us.
@@ -320,8 +349,10 @@ impl Reconcile for AddressRefresh {
         futures::stream::iter(nodes)
             .for_each_concurrent(self.workers.max(1), |n| {
                 request_id::scoped(request_id::node(n), async move {
-                    match ctx.provider.instance_metadata(node::node_ref(n)).await {
-                        Ok(meta) => {
+                    match ctx.provider.instance_metadata_answer(node::node_ref(n)).await {
+                        Ok(answer) => {
+                            provider_warnings(ctx, n, &answer.warnings).await;
+                            let meta = answer.metadata;
                             if let Err(e) = patch_addresses(ctx, n, &meta.node_addresses).await {
                                 tracing::warn!(node = node::name(n), error = %e, "updating node addresses");
                             }
@@ -405,6 +436,68 @@ mod tests {
         // The cache still shows the tainted Node: no second initialisation.
         state.reconcile(Arc::new(n.clone())).await.unwrap();
         assert_eq!(api.writes().len(), 2);
+    }
+
+    /// Contract 1.2.0: what the cloud says about a Node's instance becomes
+    /// a Warning Event on the Node, at initialisation and at the address
+    /// refresh.
+    #[tokio::test]
+    async fn the_providers_warnings_about_a_node_are_warning_events_on_it() {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            let (provider, _) = metal_fake(FakeConfig::default());
+            ready(&provider).await;
+            let (client, api) = api();
+            let n = tainted("maint-1");
+            let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
+            state.reconcile(Arc::new(n.clone())).await.unwrap();
+            assert_eq!(api.event_reasons(), ["MaintenanceScheduled", "Synced"]);
+            let warning = api
+                .all()
+                .into_iter()
+                .find(|c| c.is_event() && c.body["reason"] == "MaintenanceScheduled")
+                .unwrap();
+            assert_eq!(warning.body["type"], "Warning");
+            assert_eq!(warning.body["action"], "InstanceMetadata");
+            assert_eq!(
+                warning.body["note"],
+                "the machine of maint-1 is rebooted on Sunday"
+            );
+            assert_eq!(warning.body["regarding"]["name"], "maint-1");
+
+            // A quiet Node gets none.
+            let quiet = tainted("quiet-1");
+            state.reconcile(Arc::new(quiet)).await.unwrap();
+            assert_eq!(
+                api.event_reasons(),
+                ["MaintenanceScheduled", "Synced", "Synced"]
+            );
+
+            // The address refresh of an initialised Node says it too (a
+            // repeat of the same warning on the same Node would extend its
+            // Event series instead).
+            let mut done = tainted("maint-2");
+            done.spec.as_mut().unwrap().taints = None;
+            let refresh = AddressRefresh {
+                state: state.clone(),
+                period: Duration::from_secs(300),
+                workers: 1,
+            };
+            refresh
+                .reconcile(Arc::new(vec![Arc::new(done)]))
+                .await
+                .unwrap();
+            assert_eq!(
+                api.event_reasons(),
+                [
+                    "MaintenanceScheduled",
+                    "Synced",
+                    "Synced",
+                    "MaintenanceScheduled"
+                ]
+            );
+        })
+        .await
+        .expect("test took longer than 30 s");
     }
 
     #[tokio::test]

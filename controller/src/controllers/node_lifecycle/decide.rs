@@ -67,7 +67,7 @@ pub fn taints_for(n: &Node, shut_down: bool) -> Option<Vec<Taint>> {
 pub enum Ownership {
     /// No providerID yet: the provider judges by the Node's name.
     Unset,
-    /// `<scheme>://…` with the provider's own scheme.
+    /// `<scheme>://…` with a scheme the provider owns.
     Ours,
     /// Another cloud's, or not a providerID at all: the provider cannot
     /// know that the instance is gone, so the Node is never deleted on its
@@ -75,18 +75,24 @@ pub enum Ownership {
     NotOurs(String),
 }
 
-/// Compares the Node's providerID with the provider's `provider_id_scheme`.
-pub fn ownership(provider_id: &str, scheme: &str) -> Ownership {
+/// Compares the Node's providerID with the schemes the provider owns (its
+/// `provider_id_scheme`, or its `provider_id_schemes`).
+pub fn ownership(provider_id: &str, schemes: &[&str]) -> Ownership {
     if provider_id.is_empty() {
         return Ownership::Unset;
     }
+    let owned = schemes
+        .iter()
+        .map(|s| format!("{s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     match provider_id.split_once("://") {
-        Some((s, id)) if s == scheme && !id.is_empty() => Ownership::Ours,
-        Some((s, _)) if s != scheme && !s.is_empty() => Ownership::NotOurs(format!(
-            "its providerID {provider_id:?} has the scheme {s:?}, and the provider answers for {scheme:?}"
+        Some((s, id)) if schemes.contains(&s) && !id.is_empty() => Ownership::Ours,
+        Some((s, _)) if !schemes.contains(&s) && !s.is_empty() => Ownership::NotOurs(format!(
+            "its providerID {provider_id:?} has the scheme {s:?}, and the provider answers for {owned}"
         )),
         _ => Ownership::NotOurs(format!(
-            "its providerID {provider_id:?} is not of the form {scheme}://<id>"
+            "its providerID {provider_id:?} is not of the form <scheme>://<id> with a scheme of {owned}"
         )),
     }
 }
@@ -160,10 +166,23 @@ mod tests {
     }
 
     #[test]
+    fn every_scheme_the_provider_owns_is_ours() {
+        let owned = ["hcloud", "hrobot"];
+        assert_eq!(ownership("hcloud://1", &owned), Ownership::Ours);
+        assert_eq!(ownership("hrobot://321", &owned), Ownership::Ours);
+        for foreign in ["aws:///us-east-1a/i-0123", "hrobot://", "hcloudx://1"] {
+            let Ownership::NotOurs(why) = ownership(foreign, &owned) else {
+                panic!("{foreign} is not ours");
+            };
+            assert!(why.contains(r#""hcloud", "hrobot""#), "{why}");
+        }
+    }
+
+    #[test]
     fn only_our_scheme_is_ours() {
-        assert_eq!(ownership("", "fake"), Ownership::Unset);
-        assert_eq!(ownership("fake://i-1", "fake"), Ownership::Ours);
-        assert_eq!(ownership("fake:///zone/i-1", "fake"), Ownership::Ours);
+        assert_eq!(ownership("", &["fake"]), Ownership::Unset);
+        assert_eq!(ownership("fake://i-1", &["fake"]), Ownership::Ours);
+        assert_eq!(ownership("fake:///zone/i-1", &["fake"]), Ownership::Ours);
         for foreign in [
             "aws:///us-east-1a/i-0123",
             "gce://project/zone/vm",
@@ -174,7 +193,7 @@ mod tests {
             "://i-1",
         ] {
             assert!(
-                matches!(ownership(foreign, "fake"), Ownership::NotOurs(_)),
+                matches!(ownership(foreign, &["fake"]), Ownership::NotOurs(_)),
                 "{foreign}"
             );
         }
@@ -202,7 +221,7 @@ mod proptests {
             let ours = provider_id
                 .strip_prefix(&format!("{scheme}://"))
                 .is_some_and(|id| !id.is_empty());
-            match ownership(&provider_id, &scheme) {
+            match ownership(&provider_id, &[scheme.as_str()]) {
                 Ownership::Unset => prop_assert!(provider_id.is_empty()),
                 Ownership::Ours => prop_assert!(ours, "{:?} is not {}://", provider_id, scheme),
                 Ownership::NotOurs(why) => {

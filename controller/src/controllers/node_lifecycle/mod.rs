@@ -50,14 +50,14 @@ impl Lifecycle {
     /// Whether the provider may judge the Node's instance; says once per
     /// Node (a Warning event) when it may not.
     async fn judgeable(&self, n: &Node) -> bool {
-        let scheme = match self.ctx.provider.handshake().await {
-            Ok(h) => h.info.provider_id_scheme.clone(),
+        let handshake = match self.ctx.provider.handshake().await {
+            Ok(h) => h,
             Err(e) => {
                 tracing::warn!(node = node::name(n), error = %e, "no provider handshake; not checking node");
                 return false;
             }
         };
-        let Ownership::NotOurs(why) = ownership(node::provider_id(n), &scheme) else {
+        let Ownership::NotOurs(why) = ownership(node::provider_id(n), &handshake.schemes()) else {
             return true;
         };
         let uid = n.metadata.uid.clone().unwrap_or_default();
@@ -329,5 +329,33 @@ mod tests {
             "once per node"
         );
         assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
+    }
+
+    /// Contract 1.2.0: a provider owning several schemes judges a Node of
+    /// each; a NotReady Node of its second scheme is checked, not reported
+    /// as another cloud's.
+    #[tokio::test]
+    async fn a_node_of_any_scheme_the_provider_owns_is_judged() {
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            let (provider, _) = metal_fake(FakeConfig {
+                auto_create_instances: false,
+                ..FakeConfig::default()
+            });
+            ready(&provider).await;
+            let (client, api) = accepting_api();
+            let state = Lifecycle::new(context(client, &provider, vec![]));
+            let mut metal = node("metal", "False", &[]);
+            metal.spec.as_mut().unwrap().provider_id = Some("fake-metal://321".into());
+            assert!(state.judgeable(&metal).await);
+            check(&state, &metal).await;
+            assert!(api.event_reasons().is_empty(), "{:?}", api.event_reasons());
+            assert!(api.writes().is_empty(), "running: {:?}", api.writes());
+            // Another cloud's is still not judged.
+            let mut foreign = node("elsewhere", "False", &[]);
+            foreign.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-0123".into());
+            assert!(!state.judgeable(&foreign).await);
+        })
+        .await
+        .expect("test took longer than 30 s");
     }
 }

@@ -311,6 +311,15 @@ pub(super) async fn socket_private(cx: &Ctx) -> CaseResult {
     Ok(())
 }
 
+/// Contract 1.2.0: `provider_id_schemes` is empty, or valid schemes, none
+/// twice, at most 16, `provider_id_scheme` among them.
+pub(super) async fn provider_id_schemes_valid(cx: &Ctx) -> CaseResult {
+    if let Err(v) = ccm_provider_sdk::validate::provider_id_schemes(&cx.info) {
+        fail!("GetProviderInfo.{v}");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

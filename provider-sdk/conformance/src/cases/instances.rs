@@ -82,11 +82,12 @@ pub(super) async fn metadata_known_node(cx: &Ctx) -> CaseResult {
             node.name
         );
     };
-    let prefix = format!("{}://", cx.info.provider_id_scheme);
+    let owned = validate::owned_schemes(&cx.info);
     check!(
-        m.provider_id.len() > prefix.len() && m.provider_id.starts_with(&prefix),
-        "InstanceMetadata({}).provider_id: expected \"{prefix}<id>\", got {:?}",
+        validate::is_owned_provider_id(&m.provider_id, &owned),
+        "InstanceMetadata({}).provider_id: expected \"<scheme>://<id>\" with a scheme of {}, got {:?}",
         node.name,
+        owned.join(", "),
         m.provider_id
     );
     if let Err(v) = validate::node_addresses("metadata.node_addresses", &m.node_addresses) {
@@ -167,6 +168,57 @@ pub(super) async fn foreign_provider_id_refused(cx: &Ctx) -> CaseResult {
             &[Code::InvalidArgument],
             INVALID_REASONS,
         )?;
+    }
+    Ok(())
+}
+
+/// Contract 1.2.0: a Node of every scheme the provider owns
+/// (`provider_id_schemes`) is the provider's to judge: InstanceExists of an
+/// instance of each that does not exist is not refused as another cloud's
+/// (INVALID_ARGUMENT), which would leave such Nodes unmanaged.
+pub(super) async fn every_owned_scheme_judged(cx: &Ctx) -> CaseResult {
+    let missing = cx.missing_node();
+    for scheme in validate::owned_schemes(&cx.info) {
+        let provider_id = match validate::split_provider_id(&missing.provider_id) {
+            Some((s, _)) if s == scheme => missing.provider_id.clone(),
+            _ => format!("{scheme}://{}", missing.name),
+        };
+        let node = NodeRef {
+            provider_id: provider_id.clone(),
+            ..missing.clone()
+        };
+        let r = once!(
+            cx,
+            instances.instance_exists(InstanceExistsRequest { node: Some(node) })
+        );
+        if let Err(s) = r
+            && s.code() == Code::InvalidArgument
+        {
+            fail!(
+                "InstanceExists(providerID {provider_id:?}): the provider owns the scheme {scheme:?} (GetProviderInfo.provider_id_schemes), expected an answer, got {}",
+                crate::ctx::describe(&s)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Contract 1.2.0: the warnings about a Node an InstanceMetadata answer
+/// carries become Warning Events: at most 16, each with a CamelCase reason
+/// and a message.
+pub(super) async fn metadata_warnings_well_formed(cx: &Ctx) -> CaseResult {
+    let node = cx.known_node().await?;
+    let r = ok(
+        "InstanceMetadata(known node)",
+        once!(
+            cx,
+            instances.instance_metadata(InstanceMetadataRequest {
+                node: Some(node.clone())
+            })
+        ),
+    )?;
+    if let Err(v) = validate::node_warnings("warnings", &r.warnings) {
+        fail!("InstanceMetadata({}): {v}", node.name);
     }
     Ok(())
 }

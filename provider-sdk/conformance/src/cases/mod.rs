@@ -64,6 +64,7 @@ macro_rules! case {
 pub static CASES: &[Case] = &[
     // Identity and transport.
     case!("identity/provider-info-valid", [], identity::provider_info_valid),
+    case!("identity/provider-id-schemes-valid", [], identity::provider_id_schemes_valid, V1_2_0),
     case!("identity/capabilities-valid", [], identity::capabilities_valid),
     case!("identity/probe-state-specified", [], identity::probe_state_specified),
     case!("identity/health-serving", [], identity::health_serving),
@@ -79,6 +80,8 @@ pub static CASES: &[Case] = &[
     case!("instances/shutdown-missing-node", [Instances], instances::shutdown_missing_node),
     case!("instances/metadata-missing-node", [Instances], instances::metadata_missing_node),
     case!("instances/foreign-provider-id-refused", [Instances], instances::foreign_provider_id_refused, V1_1_0),
+    case!("instances/every-owned-scheme-judged", [Instances], instances::every_owned_scheme_judged, V1_2_0),
+    case!("instances/metadata-warnings-well-formed", [Instances], instances::metadata_warnings_well_formed, V1_2_0),
     // Request validation.
     case!("validation/instance-exists-without-node", [Instances], validation::instance_exists_without_node),
     case!("validation/instance-exists-empty-node-name", [Instances], validation::instance_exists_empty_node_name),

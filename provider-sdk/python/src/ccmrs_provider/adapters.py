@@ -81,24 +81,26 @@ class _IdentityAdapter(identity_pb2_grpc.IdentityServiceServicer):
 
 
 class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
-    """A Node whose providerID has another scheme (or is not a providerID)
-    is refused before the provider sees it: a provider can only know that
+    """A Node whose providerID has a scheme the provider does not own (or is
+    not a providerID) is refused before the provider sees it: a provider can only know that
     its own instance is gone, and NOT_EXISTS about another cloud's instance
     would make the controller delete the Node."""
 
-    def __init__(self, rt: _Runtime, impl: Instances, scheme: str) -> None:
+    def __init__(self, rt: _Runtime, impl: Instances, schemes: list[str]) -> None:
         self._rt = rt
         self._impl = impl
-        self._prefix = scheme + "://"
+        self._schemes = schemes
 
     def _node(self, request: Any) -> types_pb2.NodeRef:
         node = validate.node_ref("node", validate.present(request, "node"))
         pid = node.provider_id
-        if pid and (not pid.startswith(self._prefix) or len(pid) == len(self._prefix)):
+        if pid and not validate.is_owned_provider_id(pid, self._schemes):
+            which = "scheme" if len(self._schemes) == 1 else "schemes"
             raise ProviderError.invalid_request(
                 "node.provider_id",
-                f"{pid!r} is not a providerID of this provider (scheme "
-                f"{self._prefix[:-3]!r}); it can only answer for its own instances",
+                f"{pid!r} is not a providerID of this provider ({which} "
+                f"{', '.join(map(repr, self._schemes))}); it can only answer for its own "
+                "instances",
             )
         return node
 
@@ -124,7 +126,13 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
         metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
         metadata = _expect(metadata, instances_pb2.InstanceMetadata, "InstanceMetadata")
         _check_answer("an invalid InstanceMetadata", validate.instance_metadata, metadata)
-        return instances_pb2.InstanceMetadataResponse(metadata=metadata)
+        _check_answer(
+            "an invalid InstanceMetadata", validate.owned_provider_id, metadata, self._schemes
+        )
+        _check_answer(
+            "invalid warnings about the node", validate.node_warnings, "warnings", ctx.warnings
+        )
+        return instances_pb2.InstanceMetadataResponse(metadata=metadata, warnings=ctx.warnings)
 
 
 # ---- LoadBalancerService ----

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ccmrs.cloudprovider.v1 import (
@@ -68,6 +68,19 @@ class CallContext:
             {"request_id": request_id, "method": method},
         )
         self._cancelled = threading.Event()
+        #: What the provider wants the user to know about the Node of an
+        #: ``instance_metadata`` call; see :meth:`warn`.
+        self.warnings: list[types_pb2.Warning] = []
+
+    def warn(self, reason: str, message: str) -> None:
+        """Tells the user something about the Node of an ``instance_metadata``
+        call (contract 1.2.0): the controller publishes each warning as a
+        Warning Event on the Node. ``reason`` is CamelCase (for example
+        ``MaintenanceScheduled``); no secrets in ``message``. At most 16: the
+        SDK refuses to send more, or a malformed one, as a provider bug.
+        Other methods ignore these (load balancer mutations return theirs in
+        :class:`LbAnswer`)."""
+        self.warnings.append(types_pb2.Warning(reason=reason, message=message))
 
     def __repr__(self) -> str:
         return f"CallContext(method={self.method!r}, request_id={self.request_id!r})"
@@ -107,12 +120,24 @@ class ProviderInfo:
     #: A DNS-1123 label of at most 63 characters.
     name: str
     vendor_version: str
-    #: The providerID scheme, the part before ``://``.
+    #: The providerID scheme, the part before ``://``: of the providerIDs
+    #: the provider sets by default.
     provider_id_scheme: str
     #: Whether resources are scoped by cluster name; None means true.
     has_cluster_id: bool | None = None
     #: Diagnostics only; no secrets.
     manifest: Mapping[str, str] = field(default_factory=dict)
+    #: Further providerID schemes the provider owns (contract 1.2.0), for
+    #: example ``("hrobot",)`` beside ``"hcloud"``: a Node with one reaches
+    #: :class:`Instances` rather than being refused as another cloud's.
+    also_owns: Sequence[str] = ()
+
+    def provider_id_schemes(self) -> list[str]:
+        """``GetProviderInfo.provider_id_schemes``: empty for one scheme, else
+        ``provider_id_scheme`` and then the others."""
+        if not self.also_owns:
+            return []
+        return [self.provider_id_scheme, *self.also_owns]
 
 
 @dataclass(frozen=True)
@@ -220,8 +245,9 @@ class Identity(ABC):
 class Instances(ABC):
     """``InstancesService`` (InstancesV2 semantics). Prefer
     ``node.provider_id``; fall back to the name, labels or annotations when
-    it is empty. A Node whose providerID has another scheme than
-    ``ProviderInfo.provider_id_scheme`` never reaches these methods: the SDK
+    it is empty. A Node whose providerID has a scheme the provider does not
+    own (``ProviderInfo.provider_id_scheme`` and ``also_owns``) never
+    reaches these methods: the SDK
     answers INVALID_ARGUMENT for it, so NOT_EXISTS is only ever said about
     the provider's own instances."""
 

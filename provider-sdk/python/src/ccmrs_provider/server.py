@@ -60,7 +60,7 @@ from .provider import (
 )
 
 #: The contract version reported in ``GetProviderInfo``.
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 #: Both directions accept messages up to this size, the contract's minimum
 #: (grpc's own default for receiving is 4 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -84,6 +84,13 @@ def _check_identity(info: ProviderInfo, schema: identity_pb2.AnnotationSchema | 
     scheme = info.provider_id_scheme
     if not scheme or ":" in scheme or "/" in scheme:
         problems.append(f"provider_id_scheme {scheme!r} is not the part before '://'")
+    response = identity_pb2.GetProviderInfoResponse(
+        provider_id_scheme=scheme, provider_id_schemes=info.provider_id_schemes()
+    )
+    try:
+        validate.provider_id_schemes(response)
+    except validate.Violation as v:
+        problems.append(f"also_owns {list(info.also_owns)!r}: {v}")
     if schema is not None:
         for p in schema.prefixes:
             if not p.endswith("/") or len(p) < 2:
@@ -135,6 +142,7 @@ class ProviderServer:
             contract_version=CONTRACT_VERSION,
             has_cluster_id=info.has_cluster_id,
             manifest=dict(info.manifest),
+            provider_id_schemes=info.provider_id_schemes(),
         )
         # The with_* methods add the capabilities.
         self._capabilities = identity_pb2.GetProviderCapabilitiesResponse(
@@ -157,7 +165,11 @@ class ProviderServer:
         self._capabilities.capabilities.extend(caps)
 
     def with_instances(self, impl: Instances) -> ProviderServer:
-        adapter = _InstancesAdapter(self._rt, impl, self._info.provider_id_scheme)
+        adapter = _InstancesAdapter(
+            self._rt,
+            impl,
+            list(self._info.provider_id_schemes) or [self._info.provider_id_scheme],
+        )
         self._add(
             "ccmrs.cloudprovider.v1.InstancesService",
             functools.partial(instances_pb2_grpc.add_InstancesServiceServicer_to_server, adapter),

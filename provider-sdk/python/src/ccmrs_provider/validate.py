@@ -343,3 +343,69 @@ def warnings(field: str, values: Iterable[Any]) -> None:
             raise Violation(f"{field}[{i}].reason", f"{w.reason!r} is not CamelCase")
         if not w.message:
             raise Violation(f"{field}[{i}].message", "is required")
+
+
+#: Most providerID schemes one provider may own (contract 1.2.0).
+MAX_PROVIDER_ID_SCHEMES = 16
+#: Most warnings about a Node one InstanceMetadata answer may carry.
+MAX_NODE_WARNINGS = 16
+#: Longest Event reason the API server takes.
+MAX_REASON_BYTES = 128
+
+
+def scheme(field: str, value: str) -> None:
+    """A providerID scheme: the part before ``://``."""
+    if not value:
+        raise Violation(field, "is required")
+    if len(value) > MAX_NAME_BYTES or re.search(r"[:/\s]", value):
+        raise Violation(field, f"{value!r} is not a providerID scheme (the part before '://')")
+
+
+def provider_id_schemes(info: Any) -> None:
+    """``provider_id_schemes``: empty, or valid schemes, none twice, at most
+    16, ``provider_id_scheme`` among them."""
+    schemes = list(info.provider_id_schemes)
+    if not schemes:
+        return
+    if len(schemes) > MAX_PROVIDER_ID_SCHEMES:
+        raise Violation(
+            "provider_id_schemes",
+            f"has {len(schemes)} entries, more than {MAX_PROVIDER_ID_SCHEMES}",
+        )
+    for i, s in enumerate(schemes):
+        scheme(f"provider_id_schemes[{i}]", s)
+        if s in schemes[:i]:
+            raise Violation(f"provider_id_schemes[{i}]", f"{s!r} is listed twice")
+    if info.provider_id_scheme not in schemes:
+        raise Violation(
+            "provider_id_schemes",
+            f"does not contain provider_id_scheme {info.provider_id_scheme!r}",
+        )
+
+
+def is_owned_provider_id(provider_id: str, schemes: Iterable[str]) -> bool:
+    """Whether ``provider_id`` is ``<scheme>://<id>`` with one of ``schemes``."""
+    s, sep, rest = provider_id.partition("://")
+    return bool(sep and s and rest) and s in schemes
+
+
+def owned_provider_id(metadata: Any, schemes: list[str]) -> None:
+    """An InstanceMetadata's providerID, if any, is of a scheme owned."""
+    pid = metadata.provider_id
+    if pid and not is_owned_provider_id(pid, schemes):
+        raise Violation(
+            "metadata.provider_id",
+            f"{pid!r} is not of a scheme the provider owns ({', '.join(schemes)}; "
+            "announce more with ProviderInfo.also_owns)",
+        )
+
+
+def node_warnings(field: str, values: list[Any]) -> None:
+    """Warnings about a Node: at most 16, each with a CamelCase reason of at
+    most 128 characters and a message."""
+    if len(values) > MAX_NODE_WARNINGS:
+        raise Violation(field, f"has {len(values)} entries, more than {MAX_NODE_WARNINGS}")
+    for i, w in enumerate(values):
+        if len(w.reason) > MAX_REASON_BYTES:
+            raise Violation(f"{field}[{i}].reason", f"is longer than {MAX_REASON_BYTES}")
+    warnings(field, values)

@@ -28,6 +28,17 @@ impl Handshake {
     pub fn has(&self, c: Capability) -> bool {
         self.capabilities.contains(&c)
     }
+
+    /// Every providerID scheme the provider owns: `provider_id_schemes`
+    /// (1.2.0), or `provider_id_scheme` alone.
+    pub fn schemes(&self) -> Vec<&str> {
+        validate::owned_schemes(&self.info)
+    }
+
+    /// Whether the provider owns providerIDs of `scheme`.
+    pub fn owns_scheme(&self, scheme: &str) -> bool {
+        self.schemes().contains(&scheme)
+    }
 }
 
 impl ProviderClient {
@@ -142,12 +153,47 @@ impl ProviderClient {
 }
 
 /// Name and providerID scheme are required; the name is at most 63
-/// characters.
+/// characters; a list of schemes is valid and holds the scheme.
 fn check_info(info: &GetProviderInfoResponse) -> Checked {
     validate::name("name", &info.name)?;
     if info.name.len() > 63 {
         return Err(violation("name", "longer than 63 characters"));
     }
     validate::name("provider_id_scheme", &info.provider_id_scheme)?;
+    validate::provider_id_schemes(info)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Contract 1.2.0: the controller takes a list of schemes only when it
+    /// is valid and holds `provider_id_scheme`.
+    #[test]
+    fn a_handshake_with_an_invalid_list_of_schemes_is_refused() {
+        let info = |schemes: &[&str]| GetProviderInfoResponse {
+            name: "hcloud".into(),
+            provider_id_scheme: "hcloud".into(),
+            provider_id_schemes: schemes.iter().map(|s| (*s).to_owned()).collect(),
+            ..Default::default()
+        };
+        for ok in [&[][..], &["hcloud"], &["hrobot", "hcloud"]] {
+            assert_eq!(check_info(&info(ok)), Ok(()), "{ok:?}");
+        }
+        for (bad, field) in [
+            (&["hrobot"][..], "provider_id_schemes"),
+            (&["hcloud", "hcloud"], "provider_id_schemes[1]"),
+            (&["hcloud", "a://b"], "provider_id_schemes[1]"),
+            (&["hcloud", ""], "provider_id_schemes[1]"),
+        ] {
+            let v = check_info(&info(bad)).unwrap_err();
+            assert_eq!(v.field, field, "{bad:?}: {v}");
+        }
+        let many: Vec<String> = (0..17).map(|i| format!("s{i}")).collect();
+        let mut i = info(&[]);
+        i.provider_id_scheme = "s0".into();
+        i.provider_id_schemes = many;
+        assert_eq!(check_info(&i).unwrap_err().field, "provider_id_schemes");
+    }
 }

@@ -5,7 +5,7 @@ use super::call::Rpc;
 use super::{ClientError, ProviderClient};
 use crate::proto::{
     Capability, InstanceExistence, InstanceExistsRequest, InstanceMetadata,
-    InstanceMetadataRequest, InstanceShutdownRequest, InstanceShutdownState, NodeRef,
+    InstanceMetadataRequest, InstanceShutdownRequest, InstanceShutdownState, NodeRef, Warning,
 };
 use crate::provider::{Existence, ShutdownState};
 use crate::validate::{self, Checked, answers};
@@ -27,30 +27,54 @@ impl ProviderClient {
             .await
     }
 
-    /// The instance's metadata. A providerID must be of the provider's own
-    /// scheme (its `GetProviderInfo.provider_id_scheme`): another cloud's
-    /// written onto a Node would make it unmanageable by either.
+    /// The instance's metadata, without the warnings about the Node.
     pub async fn instance_metadata(&self, node: NodeRef) -> Result<InstanceMetadata, ClientError> {
-        let scheme = self.handshake().await?.info.provider_id_scheme.clone();
+        Ok(self.instance_metadata_answer(node).await?.metadata)
+    }
+
+    /// The instance's metadata and what the provider wants the user to know
+    /// about the Node. A providerID must be of a scheme the provider owns
+    /// (its `GetProviderInfo.provider_id_scheme` or `provider_id_schemes`):
+    /// another cloud's written onto a Node would make it unmanageable by
+    /// either. Warnings are the first
+    /// [`MAX_NODE_WARNINGS`](validate::MAX_NODE_WARNINGS): they tell, and a
+    /// provider's excess is no reason to leave a Node uninitialised.
+    pub async fn instance_metadata_answer(
+        &self,
+        node: NodeRef,
+    ) -> Result<MetadataAnswer, ClientError> {
+        let handshake = self.handshake().await?;
+        let schemes = handshake.schemes();
         let request = InstanceMetadataRequest { node: Some(node) };
-        self.call(read(), request, |r| {
-            let metadata = validate::required("metadata", &r.metadata)?;
-            answers::instance_metadata(metadata)?;
+        self.call(read(), request, |mut r| {
+            let metadata = validate::required("metadata", &r.metadata)?.clone();
+            answers::instance_metadata(&metadata)?;
             let pid = &metadata.provider_id;
-            if !pid.is_empty()
-                && pid
-                    .strip_prefix(scheme.as_str())
-                    .is_none_or(|rest| !rest.starts_with("://"))
-            {
+            if !pid.is_empty() && !validate::is_owned_provider_id(pid, &schemes) {
                 return Err(validate::violation(
                     "metadata.provider_id",
-                    format!("{pid:?} is not of the provider's own scheme {scheme}://"),
+                    format!(
+                        "{pid:?} is not of a scheme the provider owns ({})",
+                        schemes.join(", ")
+                    ),
                 ));
             }
-            Ok(metadata.clone())
+            r.warnings.truncate(validate::MAX_NODE_WARNINGS);
+            Ok(MetadataAnswer {
+                metadata,
+                warnings: r.warnings,
+            })
         })
         .await
     }
+}
+
+/// An `InstanceMetadata` answer: the metadata, and warnings about the Node
+/// (contract 1.2.0) for the controller to publish as Warning Events on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetadataAnswer {
+    pub metadata: InstanceMetadata,
+    pub warnings: Vec<Warning>,
 }
 
 fn existence(value: i32) -> Checked<Existence> {

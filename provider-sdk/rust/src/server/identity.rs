@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::request::{call, context};
+use super::request::{bad_answer, call, context};
 use crate::proto::{self, *};
 use crate::provider::{Identity, Readiness};
+use crate::validate;
 
 pub(super) struct IdentityAdapter<I> {
     pub(super) identity: Arc<I>,
@@ -22,14 +23,18 @@ impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I
         _req: Request<GetProviderInfoRequest>,
     ) -> Result<Response<GetProviderInfoResponse>, Status> {
         let info = self.identity.info();
-        Ok(Response::new(GetProviderInfoResponse {
+        let answer = GetProviderInfoResponse {
+            provider_id_schemes: info.provider_id_schemes(),
             name: info.name,
             vendor_version: info.vendor_version,
             provider_id_scheme: info.provider_id_scheme,
             contract_version: proto::CONTRACT_VERSION.to_owned(),
             has_cluster_id: info.has_cluster_id,
             manifest: info.manifest.into_iter().collect(),
-        }))
+        };
+        // A provider bug must not reach the controller as a valid answer.
+        validate::provider_id_schemes(&answer).map_err(bad_answer("an invalid identity"))?;
+        Ok(Response::new(answer))
     }
 
     async fn get_provider_capabilities(

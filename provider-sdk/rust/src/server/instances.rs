@@ -1,6 +1,7 @@
 //! InstancesService: requests checked, then the provider's [`Instances`].
 //!
-//! A Node whose providerID has another scheme (or is not a providerID) is
+//! A Node whose providerID has a scheme the provider does not own (or is
+//! not a providerID) is
 //! refused before the provider sees it: a provider can only know that its
 //! own instance is gone, and an answer of NOT_EXISTS about another cloud's
 //! instance would make the controller delete the Node.
@@ -17,8 +18,9 @@ use crate::validate::{self, answers};
 
 pub(super) struct InstancesAdapter<T> {
     pub(super) provider: Arc<T>,
-    /// The provider's `provider_id_scheme`.
-    pub(super) scheme: String,
+    /// The schemes the provider owns: its `provider_id_scheme` and any
+    /// others it announces.
+    pub(super) schemes: Vec<String>,
 }
 
 impl<T> InstancesAdapter<T> {
@@ -26,17 +28,24 @@ impl<T> InstancesAdapter<T> {
     fn node(&self, node: &Option<NodeRef>) -> Result<NodeRef, Status> {
         let node = validate::node_ref("node", node).map_err(invalid_request)?;
         if !node.provider_id.is_empty()
-            && node
-                .provider_id
-                .strip_prefix(&self.scheme)
-                .and_then(|rest| rest.strip_prefix("://"))
-                .is_none_or(str::is_empty)
+            && !validate::is_owned_provider_id(&node.provider_id, &self.schemes)
         {
+            let schemes = self
+                .schemes
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let what = if self.schemes.len() == 1 {
+                "scheme"
+            } else {
+                "schemes"
+            };
             return Err(ProviderError::invalid_request(
                 "node.provider_id",
                 format!(
-                    "{:?} is not a providerID of this provider (scheme {:?}); it can only answer for its own instances",
-                    node.provider_id, self.scheme
+                    "{:?} is not a providerID of this provider ({what} {schemes}); it can only answer for its own instances",
+                    node.provider_id
                 ),
             )
             .to_status());
@@ -101,10 +110,27 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
             self.provider.instance_metadata(ctx.clone(), node),
         )
         .await?;
+        let warnings = ctx.warnings.take();
         // A provider bug must not reach the controller as a valid answer.
         answers::instance_metadata(&metadata).map_err(bad_answer("an invalid InstanceMetadata"))?;
+        if !metadata.provider_id.is_empty()
+            && !validate::is_owned_provider_id(&metadata.provider_id, &self.schemes)
+        {
+            return Err(bad_answer("an invalid InstanceMetadata")(
+                validate::Violation {
+                    field: "metadata.provider_id".into(),
+                    problem: format!(
+                        "{:?} is not of a scheme the provider owns (announce it with ProviderInfo::also_owns)",
+                        metadata.provider_id
+                    ),
+                },
+            ));
+        }
+        validate::node_warnings("warnings", &warnings)
+            .map_err(bad_answer("invalid warnings about the node"))?;
         Ok(Response::new(InstanceMetadataResponse {
             metadata: Some(metadata),
+            warnings,
         }))
     }
 }

@@ -85,7 +85,13 @@ impl<I: Identity> ProviderServer<I> {
         let svc = limited!(instances_service_server::InstancesServiceServer::new(
             instances::InstancesAdapter {
                 provider: Arc::new(provider),
-                scheme: self.identity.info().provider_id_scheme,
+                schemes: {
+                    let info = self.identity.info();
+                    match info.provider_id_schemes() {
+                        s if s.is_empty() => vec![info.provider_id_scheme],
+                        s => s,
+                    }
+                },
             }
         ));
         self.add(svc, &[Capability::Instances]);

@@ -71,6 +71,7 @@ pub(super) fn context<T>(req: &Request<T>) -> Result<CallContext, Status> {
         deadline,
         fencing_token,
         cancellation: Cancellation::default(),
+        warnings: Default::default(),
     })
 }
 

@@ -7,7 +7,118 @@ use super::{
     Checked, MAX_ADDITIONAL_LABELS, MAX_NODE_ADDRESSES, label_value, labels, node_addresses,
     provider_id, violation,
 };
-use crate::proto::InstanceMetadata;
+use crate::proto::{GetProviderInfoResponse, InstanceMetadata, Warning};
+
+/// Most providerID schemes one provider may own.
+pub const MAX_PROVIDER_ID_SCHEMES: usize = 16;
+/// Most warnings about a Node one `InstanceMetadata` answer may carry; the
+/// controller publishes no more.
+pub const MAX_NODE_WARNINGS: usize = 16;
+/// Longest Event reason the API server takes.
+pub const MAX_REASON_BYTES: usize = 128;
+
+/// A providerID scheme: the part before "://", so non-empty, without ':',
+/// '/' or whitespace, at most a name long.
+pub fn scheme(field: &str, value: &str) -> Checked {
+    super::name(field, value)?;
+    if value
+        .chars()
+        .any(|c| c == ':' || c == '/' || c.is_whitespace() || c.is_control())
+    {
+        return Err(violation(
+            field,
+            format!("{value:?} is not a providerID scheme (the part before \"://\")"),
+        ));
+    }
+    Ok(())
+}
+
+/// `provider_id_schemes` (1.2.0): empty, or valid schemes, none twice, at
+/// most [`MAX_PROVIDER_ID_SCHEMES`], `provider_id_scheme` among them.
+pub fn provider_id_schemes(info: &GetProviderInfoResponse) -> Checked {
+    let schemes = &info.provider_id_schemes;
+    if schemes.is_empty() {
+        return Ok(());
+    }
+    at_most(
+        "provider_id_schemes",
+        schemes.len(),
+        MAX_PROVIDER_ID_SCHEMES,
+    )?;
+    for (i, s) in schemes.iter().enumerate() {
+        scheme(&format!("provider_id_schemes[{i}]"), s)?;
+        if schemes[..i].contains(s) {
+            return Err(violation(
+                format!("provider_id_schemes[{i}]"),
+                format!("{s:?} is listed twice"),
+            ));
+        }
+    }
+    if !schemes.contains(&info.provider_id_scheme) {
+        return Err(violation(
+            "provider_id_schemes",
+            format!(
+                "does not contain provider_id_scheme {:?}",
+                info.provider_id_scheme
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The schemes a provider owns by its `GetProviderInfo`:
+/// `provider_id_schemes`, or `provider_id_scheme` alone when that is empty.
+pub fn owned_schemes(info: &GetProviderInfoResponse) -> Vec<&str> {
+    if info.provider_id_schemes.is_empty() {
+        vec![info.provider_id_scheme.as_str()]
+    } else {
+        info.provider_id_schemes
+            .iter()
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// `(scheme, id)` of "<scheme>://<id>" with both non-empty.
+pub fn split_provider_id(provider_id: &str) -> Option<(&str, &str)> {
+    provider_id
+        .split_once("://")
+        .filter(|(s, id)| !s.is_empty() && !id.is_empty())
+}
+
+/// Whether `provider_id` is "<scheme>://<id>" with one of `schemes`.
+pub fn is_owned_provider_id<S: AsRef<str>>(provider_id: &str, schemes: &[S]) -> bool {
+    split_provider_id(provider_id).is_some_and(|(s, _)| schemes.iter().any(|o| o.as_ref() == s))
+}
+
+/// Whether `reason` is what Warning asks for: CamelCase (an ASCII capital,
+/// then letters and digits), at most [`MAX_REASON_BYTES`].
+pub fn is_warning_reason(reason: &str) -> bool {
+    reason.len() <= MAX_REASON_BYTES
+        && reason.starts_with(|c: char| c.is_ascii_uppercase())
+        && reason.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Warnings about a Node: at most [`MAX_NODE_WARNINGS`], each with a
+/// CamelCase reason and a message.
+pub fn node_warnings(field: &str, warnings: &[Warning]) -> Checked {
+    at_most(field, warnings.len(), MAX_NODE_WARNINGS)?;
+    for (i, w) in warnings.iter().enumerate() {
+        if !is_warning_reason(&w.reason) {
+            return Err(violation(
+                format!("{field}[{i}].reason"),
+                format!(
+                    "{:?} is not a CamelCase reason of at most {MAX_REASON_BYTES} characters",
+                    crate::error::bounded(&w.reason)
+                ),
+            ));
+        }
+        if w.message.is_empty() {
+            return Err(violation(format!("{field}[{i}].message"), "is required"));
+        }
+    }
+    Ok(())
+}
 
 /// An `InstanceMetadata`: a well-formed providerID if any (empty is allowed:
 /// it is only needed for a Node that has none, which the controller checks),

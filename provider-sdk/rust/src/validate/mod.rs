@@ -12,6 +12,11 @@ mod messages;
 #[cfg(test)]
 mod proptests;
 
+pub use answers::{
+    MAX_NODE_WARNINGS, MAX_PROVIDER_ID_SCHEMES, MAX_REASON_BYTES, is_owned_provider_id,
+    is_warning_reason, node_warnings, owned_schemes, provider_id_schemes, scheme,
+    split_provider_id,
+};
 pub use fields::*;
 pub use messages::*;
 

@@ -411,6 +411,7 @@ mod unspecified {
                     zone: "not a valid label value!".into(),
                     ..Default::default()
                 }),
+                ..Default::default()
             }))
         }
     }

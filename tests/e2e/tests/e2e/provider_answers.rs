@@ -14,11 +14,13 @@ use kube::api::PostParams;
 use tokio::sync::oneshot;
 
 /// The fake, except: no providerID in InstanceMetadata for a Node that has
-/// one, and `has_cluster_id` as configured.
+/// one, `has_cluster_id` as configured, and (contract 1.2.0) a warning about
+/// every Node when `warns`.
 #[derive(Clone)]
 struct Variant {
     fake: FakeCloud,
     has_cluster_id: Option<bool>,
+    warns: bool,
 }
 
 impl Identity for Variant {
@@ -49,6 +51,12 @@ impl Instances for Variant {
         node: NodeRef,
     ) -> ProviderResult<InstanceMetadata> {
         let had_one = !node.provider_id.is_empty();
+        if self.warns {
+            ctx.warn(
+                "MaintenanceScheduled",
+                format!("the machine of {} is rebooted on Sunday", node.name),
+            );
+        }
         let mut meta = self.fake.instance_metadata(ctx, node).await?;
         if had_one {
             meta.provider_id.clear();
@@ -86,6 +94,7 @@ async fn metadata_without_provider_id_initialises_a_node_that_has_one() {
     let variant = Variant {
         fake: h.fake.clone(),
         has_cluster_id: Some(true),
+        warns: false,
     };
     let _stop = serve_variant(&mut h, variant).await;
     let name = unique_name("hasid");
@@ -117,6 +126,7 @@ async fn an_untagged_cloud_is_refused_unless_allowed() {
     let variant = Variant {
         fake: h.fake.clone(),
         has_cluster_id: Some(false),
+        warns: false,
     };
     let _stop = serve_variant(&mut h, variant).await;
     let (_keep, stopped) = oneshot::channel();
@@ -141,5 +151,39 @@ async fn an_untagged_cloud_is_refused_unless_allowed() {
         n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
     })
     .await;
+    h.stop().await;
+}
+
+/// Contract 1.2.0: what the cloud says about a Node's instance is a Warning
+/// Event on the Node, written by the controller with its own identity.
+#[tokio::test]
+async fn the_clouds_warning_about_a_node_is_a_warning_event_on_it() {
+    let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    let variant = Variant {
+        fake: h.fake.clone(),
+        has_cluster_id: Some(true),
+        warns: true,
+    };
+    let _stop = serve_variant(&mut h, variant).await;
+    let name = unique_name("warned");
+    h.register_node(&name).await;
+    h.wait_for(&name, "initialised", |n| {
+        n.is_some_and(|n| !has_taint(n, UNINITIALIZED))
+    })
+    .await;
+    let e = ccm_testsupport::poll::eventually("a MaintenanceScheduled event", || async {
+        events_for(&h.admin, &name, "MaintenanceScheduled")
+            .await
+            .into_iter()
+            .next()
+            .ok_or_else(|| "none".to_owned())
+    })
+    .await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(e.action.as_deref(), Some("InstanceMetadata"));
+    assert_eq!(
+        e.note.as_deref(),
+        Some(format!("the machine of {name} is rebooted on Sunday").as_str())
+    );
     h.stop().await;
 }

@@ -220,10 +220,12 @@ type GetProviderInfoResponse struct {
 	// REQUIRED. The provider's own version, for logs and diagnostics.
 	VendorVersion string `protobuf:"bytes,2,opt,name=vendor_version,json=vendorVersion,proto3" json:"vendor_version,omitempty"`
 	// REQUIRED. The scheme of the providerIDs this provider sets, the part
-	// before "://" (cloudprovider.Interface.ProviderName()).
+	// before "://" (cloudprovider.Interface.ProviderName()). With
+	// provider_id_schemes set, the scheme of the providerIDs it sets when it
+	// has no reason to choose another.
 	ProviderIdScheme string `protobuf:"bytes,3,opt,name=provider_id_scheme,json=providerIdScheme,proto3" json:"provider_id_scheme,omitempty"`
 	// REQUIRED. The version of this contract the provider was built against,
-	// semver without "v"; this revision of the contract is "1.1.0". A rule
+	// semver without "v"; this revision of the contract is "1.2.0". A rule
 	// providers MUST follow that is added to the contract bumps the minor
 	// version, and a provider is held to the rules of the version it
 	// declares: the conformance suite reports a newer rule as not required,
@@ -236,9 +238,17 @@ type GetProviderInfoResponse struct {
 	HasClusterId *bool `protobuf:"varint,5,opt,name=has_cluster_id,json=hasClusterId,proto3,oneof" json:"has_cluster_id,omitempty"`
 	// OPTIONAL. Free-form key/value facts for diagnostics (for example the
 	// cloud region). MUST NOT contain secrets.
-	Manifest      map[string]string `protobuf:"bytes,6,rep,name=manifest,proto3" json:"manifest,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Manifest map[string]string `protobuf:"bytes,6,rep,name=manifest,proto3" json:"manifest,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// OPTIONAL (1.2.0). Every providerID scheme this provider owns, for a
+	// cloud whose instances come in several kinds (for example "hcloud" and
+	// "hrobot"). When set it MUST contain provider_id_scheme, and each entry
+	// MUST be a valid scheme (as provider_id_scheme), at most 16, none twice.
+	// A Node whose providerID has one of these schemes is this provider's to
+	// judge; the provider answers for it as for provider_id_scheme. Empty
+	// means provider_id_scheme alone.
+	ProviderIdSchemes []string `protobuf:"bytes,7,rep,name=provider_id_schemes,json=providerIdSchemes,proto3" json:"provider_id_schemes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetProviderInfoResponse) Reset() {
@@ -309,6 +319,13 @@ func (x *GetProviderInfoResponse) GetHasClusterId() bool {
 func (x *GetProviderInfoResponse) GetManifest() map[string]string {
 	if x != nil {
 		return x.Manifest
+	}
+	return nil
+}
+
+func (x *GetProviderInfoResponse) GetProviderIdSchemes() []string {
+	if x != nil {
+		return x.ProviderIdSchemes
 	}
 	return nil
 }
@@ -667,14 +684,15 @@ var File_ccmrs_cloudprovider_v1_identity_proto protoreflect.FileDescriptor
 const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\n" +
 	"%ccmrs/cloudprovider/v1/identity.proto\x12\x16ccmrs.cloudprovider.v1\"\x18\n" +
-	"\x16GetProviderInfoRequest\"\x83\x03\n" +
+	"\x16GetProviderInfoRequest\"\xb3\x03\n" +
 	"\x17GetProviderInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0evendor_version\x18\x02 \x01(\tR\rvendorVersion\x12,\n" +
 	"\x12provider_id_scheme\x18\x03 \x01(\tR\x10providerIdScheme\x12)\n" +
 	"\x10contract_version\x18\x04 \x01(\tR\x0fcontractVersion\x12)\n" +
 	"\x0ehas_cluster_id\x18\x05 \x01(\bH\x00R\fhasClusterId\x88\x01\x01\x12Y\n" +
-	"\bmanifest\x18\x06 \x03(\v2=.ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntryR\bmanifest\x1a;\n" +
+	"\bmanifest\x18\x06 \x03(\v2=.ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntryR\bmanifest\x12.\n" +
+	"\x13provider_id_schemes\x18\a \x03(\tR\x11providerIdSchemes\x1a;\n" +
 	"\rManifestEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +

@@ -367,10 +367,11 @@ func (x *InstanceMetadataRequest) GetNode() *NodeRef {
 // What the cloud knows about an instance (cloudprovider.InstanceMetadata).
 type InstanceMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The providerID, "<provider_id_scheme>://<id>". The controller sets it on
-	// a Node only when spec.providerID is empty. REQUIRED for a Node without
-	// one (empty then blocks initialisation: the Node keeps its taint);
-	// OPTIONAL, and ignored, for a Node that has one (as upstream).
+	// The providerID, "<scheme>://<id>" with a scheme the provider owns
+	// (provider_id_scheme, or one of provider_id_schemes). The controller
+	// sets it on a Node only when spec.providerID is empty. REQUIRED for a
+	// Node without one (empty then blocks initialisation: the Node keeps its
+	// taint); OPTIONAL, and ignored, for a Node that has one (as upstream).
 	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// OPTIONAL. The instance type, published as the
 	// node.kubernetes.io/instance-type label; empty means unknown.
@@ -467,7 +468,14 @@ func (x *InstanceMetadata) GetAdditionalLabels() map[string]string {
 type InstanceMetadataResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// REQUIRED. The instance's metadata.
-	Metadata      *InstanceMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *InstanceMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// OPTIONAL (1.2.0). What the cloud wants the user to know about the
+	// Node (for example that its instance is scheduled for maintenance). The
+	// controller publishes each as a Warning Event on the Node, as it does a
+	// load balancer's warnings on the Service. At most 16, each with a
+	// CamelCase reason of at most 128 characters and a message; the
+	// controller publishes the first 16 and cuts a message to 1024 bytes.
+	Warnings      []*Warning `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +517,13 @@ func (x *InstanceMetadataResponse) GetMetadata() *InstanceMetadata {
 	return nil
 }
 
+func (x *InstanceMetadataResponse) GetWarnings() []*Warning {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 var File_ccmrs_cloudprovider_v1_instances_proto protoreflect.FileDescriptor
 
 const file_ccmrs_cloudprovider_v1_instances_proto_rawDesc = "" +
@@ -534,9 +549,10 @@ const file_ccmrs_cloudprovider_v1_instances_proto_rawDesc = "" +
 	"\x11additional_labels\x18\x06 \x03(\v2>.ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntryR\x10additionalLabels\x1aC\n" +
 	"\x15AdditionalLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x01\n" +
 	"\x18InstanceMetadataResponse\x12D\n" +
-	"\bmetadata\x18\x01 \x01(\v2(.ccmrs.cloudprovider.v1.InstanceMetadataR\bmetadata*y\n" +
+	"\bmetadata\x18\x01 \x01(\v2(.ccmrs.cloudprovider.v1.InstanceMetadataR\bmetadata\x12;\n" +
+	"\bwarnings\x18\x02 \x03(\v2\x1f.ccmrs.cloudprovider.v1.WarningR\bwarnings*y\n" +
 	"\x11InstanceExistence\x12\"\n" +
 	"\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n" +
@@ -578,6 +594,7 @@ var file_ccmrs_cloudprovider_v1_instances_proto_goTypes = []any{
 	nil,                              // 9: ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
 	(*NodeRef)(nil),                  // 10: ccmrs.cloudprovider.v1.NodeRef
 	(*NodeAddress)(nil),              // 11: ccmrs.cloudprovider.v1.NodeAddress
+	(*Warning)(nil),                  // 12: ccmrs.cloudprovider.v1.Warning
 }
 var file_ccmrs_cloudprovider_v1_instances_proto_depIdxs = []int32{
 	10, // 0: ccmrs.cloudprovider.v1.InstanceExistsRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
@@ -588,17 +605,18 @@ var file_ccmrs_cloudprovider_v1_instances_proto_depIdxs = []int32{
 	11, // 5: ccmrs.cloudprovider.v1.InstanceMetadata.node_addresses:type_name -> ccmrs.cloudprovider.v1.NodeAddress
 	9,  // 6: ccmrs.cloudprovider.v1.InstanceMetadata.additional_labels:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
 	7,  // 7: ccmrs.cloudprovider.v1.InstanceMetadataResponse.metadata:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata
-	2,  // 8: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:input_type -> ccmrs.cloudprovider.v1.InstanceExistsRequest
-	4,  // 9: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> ccmrs.cloudprovider.v1.InstanceShutdownRequest
-	6,  // 10: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> ccmrs.cloudprovider.v1.InstanceMetadataRequest
-	3,  // 11: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:output_type -> ccmrs.cloudprovider.v1.InstanceExistsResponse
-	5,  // 12: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> ccmrs.cloudprovider.v1.InstanceShutdownResponse
-	8,  // 13: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> ccmrs.cloudprovider.v1.InstanceMetadataResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 8: ccmrs.cloudprovider.v1.InstanceMetadataResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
+	2,  // 9: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:input_type -> ccmrs.cloudprovider.v1.InstanceExistsRequest
+	4,  // 10: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> ccmrs.cloudprovider.v1.InstanceShutdownRequest
+	6,  // 11: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> ccmrs.cloudprovider.v1.InstanceMetadataRequest
+	3,  // 12: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:output_type -> ccmrs.cloudprovider.v1.InstanceExistsResponse
+	5,  // 13: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> ccmrs.cloudprovider.v1.InstanceShutdownResponse
+	8,  // 14: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> ccmrs.cloudprovider.v1.InstanceMetadataResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ccmrs_cloudprovider_v1_instances_proto_init() }

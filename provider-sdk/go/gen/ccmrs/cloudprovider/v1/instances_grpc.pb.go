@@ -38,12 +38,13 @@ const (
 // Deadline: 30 s.
 type InstancesServiceClient interface {
 	// Whether the node's instance exists. A node whose provider_id is set but
-	// has another scheme than GetProviderInfo's provider_id_scheme, or is not
-	// "<scheme>://<id>", is not this provider's to judge: answer
-	// INVALID_ARGUMENT / INVALID_REQUEST (field "node.provider_id"), never
-	// NOT_EXISTS (the controller deletes the Node) and never NOT_FOUND. The
-	// same holds for InstanceShutdown and InstanceMetadata. Error INSTANCE_NOT_FOUND is never
-	// returned: absence is the answer NOT_EXISTS.
+	// has a scheme not among GetProviderInfo's provider_id_scheme and
+	// provider_id_schemes, or is not "<scheme>://<id>", is not this
+	// provider's to judge: answer INVALID_ARGUMENT / INVALID_REQUEST (field
+	// "node.provider_id"), never NOT_EXISTS (the controller deletes the Node)
+	// and never NOT_FOUND. The same holds for InstanceShutdown and
+	// InstanceMetadata. Error INSTANCE_NOT_FOUND is never returned: absence
+	// is the answer NOT_EXISTS.
 	InstanceExists(ctx context.Context, in *InstanceExistsRequest, opts ...grpc.CallOption) (*InstanceExistsResponse, error)
 	// Whether the node's instance is shut down. An instance that does not
 	// exist is answered with NOT_FOUND / INSTANCE_NOT_FOUND.
@@ -102,12 +103,13 @@ func (c *instancesServiceClient) InstanceMetadata(ctx context.Context, in *Insta
 // Deadline: 30 s.
 type InstancesServiceServer interface {
 	// Whether the node's instance exists. A node whose provider_id is set but
-	// has another scheme than GetProviderInfo's provider_id_scheme, or is not
-	// "<scheme>://<id>", is not this provider's to judge: answer
-	// INVALID_ARGUMENT / INVALID_REQUEST (field "node.provider_id"), never
-	// NOT_EXISTS (the controller deletes the Node) and never NOT_FOUND. The
-	// same holds for InstanceShutdown and InstanceMetadata. Error INSTANCE_NOT_FOUND is never
-	// returned: absence is the answer NOT_EXISTS.
+	// has a scheme not among GetProviderInfo's provider_id_scheme and
+	// provider_id_schemes, or is not "<scheme>://<id>", is not this
+	// provider's to judge: answer INVALID_ARGUMENT / INVALID_REQUEST (field
+	// "node.provider_id"), never NOT_EXISTS (the controller deletes the Node)
+	// and never NOT_FOUND. The same holds for InstanceShutdown and
+	// InstanceMetadata. Error INSTANCE_NOT_FOUND is never returned: absence
+	// is the answer NOT_EXISTS.
 	InstanceExists(context.Context, *InstanceExistsRequest) (*InstanceExistsResponse, error)
 	// Whether the node's instance is shut down. An instance that does not
 	// exist is answered with NOT_FOUND / INSTANCE_NOT_FOUND.

@@ -46,7 +46,7 @@ class GetProviderInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetProviderInfoResponse(_message.Message):
-    __slots__ = ("name", "vendor_version", "provider_id_scheme", "contract_version", "has_cluster_id", "manifest")
+    __slots__ = ("name", "vendor_version", "provider_id_scheme", "contract_version", "has_cluster_id", "manifest", "provider_id_schemes")
     class ManifestEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,13 +60,15 @@ class GetProviderInfoResponse(_message.Message):
     CONTRACT_VERSION_FIELD_NUMBER: _ClassVar[int]
     HAS_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_ID_SCHEMES_FIELD_NUMBER: _ClassVar[int]
     name: str
     vendor_version: str
     provider_id_scheme: str
     contract_version: str
     has_cluster_id: bool
     manifest: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., vendor_version: _Optional[str] = ..., provider_id_scheme: _Optional[str] = ..., contract_version: _Optional[str] = ..., has_cluster_id: _Optional[bool] = ..., manifest: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    provider_id_schemes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., vendor_version: _Optional[str] = ..., provider_id_scheme: _Optional[str] = ..., contract_version: _Optional[str] = ..., has_cluster_id: _Optional[bool] = ..., manifest: _Optional[_Mapping[str, str]] = ..., provider_id_schemes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetProviderCapabilitiesRequest(_message.Message):
     __slots__ = ("controller_version",)

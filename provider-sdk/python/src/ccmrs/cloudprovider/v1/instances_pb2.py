@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ccmrs.cloudprovider.v1 import types_pb2 as ccmrs_dot_cloudprovider_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ccmrs/cloudprovider/v1/instances.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"F\n\x15InstanceExistsRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"V\n\x16InstanceExistsResponse\x12<\n\texistence\x18\x01 \x01(\x0e\x32).ccmrs.cloudprovider.v1.InstanceExistence\"H\n\x17InstanceShutdownRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"X\n\x18InstanceShutdownResponse\x12<\n\x05state\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.InstanceShutdownState\"H\n\x17InstanceMetadataRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\xad\x02\n\x10InstanceMetadata\x12\x13\n\x0bprovider_id\x18\x01 \x01(\t\x12\x15\n\rinstance_type\x18\x02 \x01(\t\x12;\n\x0enode_addresses\x18\x03 \x03(\x0b\x32#.ccmrs.cloudprovider.v1.NodeAddress\x12\x0c\n\x04zone\x18\x04 \x01(\t\x12\x0e\n\x06region\x18\x05 \x01(\t\x12Y\n\x11\x61\x64\x64itional_labels\x18\x06 \x03(\x0b\x32>.ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry\x1a\x37\n\x15\x41\x64\x64itionalLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"V\n\x18InstanceMetadataResponse\x12:\n\x08metadata\x18\x01 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.InstanceMetadata*y\n\x11InstanceExistence\x12\"\n\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n\x1dINSTANCE_EXISTENCE_NOT_EXISTS\x10\x02*\x8c\x01\n\x15InstanceShutdownState\x12\'\n#INSTANCE_SHUTDOWN_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fINSTANCE_SHUTDOWN_STATE_RUNNING\x10\x01\x12%\n!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x02\x32\xf1\x02\n\x10InstancesService\x12o\n\x0eInstanceExists\x12-.ccmrs.cloudprovider.v1.InstanceExistsRequest\x1a..ccmrs.cloudprovider.v1.InstanceExistsResponse\x12u\n\x10InstanceShutdown\x12/.ccmrs.cloudprovider.v1.InstanceShutdownRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceShutdownResponse\x12u\n\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceMetadataResponseB\xa2\x01\n io.github.ccmrs.cloudprovider.v1B\x0eInstancesProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ccmrs/cloudprovider/v1/instances.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"F\n\x15InstanceExistsRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"V\n\x16InstanceExistsResponse\x12<\n\texistence\x18\x01 \x01(\x0e\x32).ccmrs.cloudprovider.v1.InstanceExistence\"H\n\x17InstanceShutdownRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"X\n\x18InstanceShutdownResponse\x12<\n\x05state\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.InstanceShutdownState\"H\n\x17InstanceMetadataRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\xad\x02\n\x10InstanceMetadata\x12\x13\n\x0bprovider_id\x18\x01 \x01(\t\x12\x15\n\rinstance_type\x18\x02 \x01(\t\x12;\n\x0enode_addresses\x18\x03 \x03(\x0b\x32#.ccmrs.cloudprovider.v1.NodeAddress\x12\x0c\n\x04zone\x18\x04 \x01(\t\x12\x0e\n\x06region\x18\x05 \x01(\t\x12Y\n\x11\x61\x64\x64itional_labels\x18\x06 \x03(\x0b\x32>.ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry\x1a\x37\n\x15\x41\x64\x64itionalLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x89\x01\n\x18InstanceMetadataResponse\x12:\n\x08metadata\x18\x01 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.InstanceMetadata\x12\x31\n\x08warnings\x18\x02 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Warning*y\n\x11InstanceExistence\x12\"\n\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n\x1dINSTANCE_EXISTENCE_NOT_EXISTS\x10\x02*\x8c\x01\n\x15InstanceShutdownState\x12\'\n#INSTANCE_SHUTDOWN_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fINSTANCE_SHUTDOWN_STATE_RUNNING\x10\x01\x12%\n!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x02\x32\xf1\x02\n\x10InstancesService\x12o\n\x0eInstanceExists\x12-.ccmrs.cloudprovider.v1.InstanceExistsRequest\x1a..ccmrs.cloudprovider.v1.InstanceExistsResponse\x12u\n\x10InstanceShutdown\x12/.ccmrs.cloudprovider.v1.InstanceShutdownRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceShutdownResponse\x12u\n\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceMetadataResponseB\xa2\x01\n io.github.ccmrs.cloudprovider.v1B\x0eInstancesProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,10 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n io.github.ccmrs.cloudprovider.v1B\016InstancesProtoP\001ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\252\002\026CcmRs.CloudProvider.V1'
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._loaded_options = None
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_options = b'8\001'
-  _globals['_INSTANCEEXISTENCE']._serialized_start=892
-  _globals['_INSTANCEEXISTENCE']._serialized_end=1013
-  _globals['_INSTANCESHUTDOWNSTATE']._serialized_start=1016
-  _globals['_INSTANCESHUTDOWNSTATE']._serialized_end=1156
+  _globals['_INSTANCEEXISTENCE']._serialized_start=944
+  _globals['_INSTANCEEXISTENCE']._serialized_end=1065
+  _globals['_INSTANCESHUTDOWNSTATE']._serialized_start=1068
+  _globals['_INSTANCESHUTDOWNSTATE']._serialized_end=1208
   _globals['_INSTANCEEXISTSREQUEST']._serialized_start=102
   _globals['_INSTANCEEXISTSREQUEST']._serialized_end=172
   _globals['_INSTANCEEXISTSRESPONSE']._serialized_start=174
@@ -53,8 +53,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSTANCEMETADATA']._serialized_end=802
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_start=747
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_end=802
-  _globals['_INSTANCEMETADATARESPONSE']._serialized_start=804
-  _globals['_INSTANCEMETADATARESPONSE']._serialized_end=890
-  _globals['_INSTANCESSERVICE']._serialized_start=1159
-  _globals['_INSTANCESSERVICE']._serialized_end=1528
+  _globals['_INSTANCEMETADATARESPONSE']._serialized_start=805
+  _globals['_INSTANCEMETADATARESPONSE']._serialized_end=942
+  _globals['_INSTANCESSERVICE']._serialized_start=1211
+  _globals['_INSTANCESSERVICE']._serialized_end=1580
 # @@protoc_insertion_point(module_scope)

@@ -80,7 +80,9 @@ class InstanceMetadata(_message.Message):
     def __init__(self, provider_id: _Optional[str] = ..., instance_type: _Optional[str] = ..., node_addresses: _Optional[_Iterable[_Union[_types_pb2.NodeAddress, _Mapping]]] = ..., zone: _Optional[str] = ..., region: _Optional[str] = ..., additional_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class InstanceMetadataResponse(_message.Message):
-    __slots__ = ("metadata",)
+    __slots__ = ("metadata", "warnings")
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     metadata: InstanceMetadata
-    def __init__(self, metadata: _Optional[_Union[InstanceMetadata, _Mapping]] = ...) -> None: ...
+    warnings: _containers.RepeatedCompositeFieldContainer[_types_pb2.Warning]
+    def __init__(self, metadata: _Optional[_Union[InstanceMetadata, _Mapping]] = ..., warnings: _Optional[_Iterable[_Union[_types_pb2.Warning, _Mapping]]] = ...) -> None: ...

@@ -66,12 +66,13 @@ class InstancesServiceServicer:
 
     def InstanceExists(self, request, context):
         """Whether the node's instance exists. A node whose provider_id is set but
-        has another scheme than GetProviderInfo's provider_id_scheme, or is not
-        "<scheme>://<id>", is not this provider's to judge: answer
-        INVALID_ARGUMENT / INVALID_REQUEST (field "node.provider_id"), never
-        NOT_EXISTS (the controller deletes the Node) and never NOT_FOUND. The
-        same holds for InstanceShutdown and InstanceMetadata. Error INSTANCE_NOT_FOUND is never
-        returned: absence is the answer NOT_EXISTS.
+        has a scheme not among GetProviderInfo's provider_id_scheme and
+        provider_id_schemes, or is not "<scheme>://<id>", is not this
+        provider's to judge: answer INVALID_ARGUMENT / INVALID_REQUEST (field
+        "node.provider_id"), never NOT_EXISTS (the controller deletes the Node)
+        and never NOT_FOUND. The same holds for InstanceShutdown and
+        InstanceMetadata. Error INSTANCE_NOT_FOUND is never returned: absence
+        is the answer NOT_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
