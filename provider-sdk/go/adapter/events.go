@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	pb "github.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1"
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
 )
 
 // The bounds of the cloud's Events on their way to the contract's warnings.
@@ -42,6 +43,12 @@ const (
 	// that Service (a later Event is carried by the next one); then it is
 	// logged and dropped.
 	eventHold = time.Minute
+	// nodeEventHold is how long a Node's warning waits for an
+	// InstanceMetadata answer about that Node. Those calls do not wait for
+	// Events (initialisation and the periodic address refresh, every 5
+	// minutes by default, would each take eventGrace longer), so a warning
+	// the cloud emits during one rides on the next.
+	nodeEventHold = 10 * time.Minute
 	// maxPendingEvents and maxPendingBytes bound the warnings waiting; the
 	// oldest are logged and dropped first.
 	maxPendingEvents = 256
@@ -101,9 +108,9 @@ func logEvent(e cloudEvent, why string) {
 		"object", klog.KRef(e.namespace, e.name), "uid", e.uid, "reason", e.reason, "message", e.message)
 }
 
-// add takes one Event of the cloud: a Warning about a Service waits for a
-// response; a Warning about anything else is logged; Normal Events are
-// logged at V(2).
+// add takes one Event of the cloud: a Warning about a Service or a Node
+// waits for a response about it; a Warning about anything else is logged;
+// Normal Events are logged at V(2).
 func (q *eventQueue) add(e cloudEvent) {
 	if e.typ != corev1.EventTypeWarning {
 		klog.V(2).InfoS("Event of the cloud", "type", e.typ, "kind", e.kind, "object", klog.KRef(e.namespace, e.name),
@@ -112,14 +119,14 @@ func (q *eventQueue) add(e cloudEvent) {
 	}
 	e.reason = cut(e.reason, maxWarningReasonBytes)
 	e.message = cut(e.message, maxWarningMessageBytes)
-	if e.kind != "Service" {
-		q.log(e, "about a "+e.kind+", not a Service")
+	if e.kind != "Service" && e.kind != "Node" {
+		q.log(e, "about a "+e.kind+", not a Service or a Node")
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, p := range q.pending {
-		if p.namespace == e.namespace && p.name == e.name && p.uid == e.uid && p.reason == e.reason && p.message == e.message {
+		if p.kind == e.kind && p.namespace == e.namespace && p.name == e.name && p.uid == e.uid && p.reason == e.reason && p.message == e.message {
 			return // a repeat of one still waiting
 		}
 	}
@@ -132,7 +139,8 @@ func (q *eventQueue) add(e cloudEvent) {
 	}
 }
 
-// expire logs and drops the warnings older than eventHold.
+// expire logs and drops the warnings older than their hold (eventHold,
+// nodeEventHold for a Node's).
 func (q *eventQueue) expire() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -140,33 +148,45 @@ func (q *eventQueue) expire() {
 }
 
 func (q *eventQueue) expireLocked() {
-	limit := q.now().Add(-eventHold)
-	n := 0
-	for n < len(q.pending) && q.pending[n].at.Before(limit) {
-		q.log(q.pending[n], "no response about its Service within "+eventHold.String())
-		q.bytes -= q.pending[n].size()
-		n++
+	now := q.now()
+	kept := q.pending[:0]
+	for _, e := range q.pending {
+		hold := eventHold
+		if e.kind == "Node" {
+			hold = nodeEventHold
+		}
+		if e.at.Before(now.Add(-hold)) {
+			q.log(e, "no response about its "+e.kind+" within "+hold.String())
+			q.bytes -= e.size()
+			continue
+		}
+		kept = append(kept, e)
 	}
-	q.pending = q.pending[n:]
+	clear(q.pending[len(kept):])
+	q.pending = kept
 }
 
-// take removes and returns the waiting warnings about the Service (at most
-// maxWarningsPerAnswer, oldest first; the rest wait for the next
-// response). An Event whose object has another uid is about an older
-// Service of that name and stays until it expires.
-func (q *eventQueue) take(namespace, name string, uid types.UID) []*pb.Warning {
+// take removes and returns the waiting warnings about the object of kind
+// Service or Node (at most maxWarningsPerAnswer, oldest first; the rest wait
+// for the next response). An Event whose object has another uid is about an
+// older object of that name and stays until it expires.
+func (q *eventQueue) take(kind, namespace, name string, uid types.UID) []*pb.Warning {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.expireLocked()
 	var out []*pb.Warning
 	kept := q.pending[:0]
 	for _, e := range q.pending {
-		if len(out) < maxWarningsPerAnswer && e.namespace == namespace && e.name == name && (e.uid == "" || uid == "" || e.uid == uid) {
+		if len(out) < maxWarningsPerAnswer && e.kind == kind && e.namespace == namespace && e.name == name && (e.uid == "" || uid == "" || e.uid == uid) {
 			reason := e.reason
-			if reason == "" {
-				reason = "ProviderWarning"
+			if !sdk.IsWarningReason(reason) {
+				reason = "ProviderWarning" // the contract's reasons are CamelCase words
 			}
-			out = append(out, &pb.Warning{Reason: reason, Message: e.message})
+			message := e.message
+			if message == "" {
+				message = e.reason // the contract requires a message
+			}
+			out = append(out, &pb.Warning{Reason: reason, Message: message})
 			q.bytes -= e.size()
 			continue
 		}
@@ -386,7 +406,16 @@ func (a *Adapter) warnings(s *pb.Service) []*pb.Warning {
 	if _, ok := a.builder.(*clientBuilder); !ok {
 		return nil
 	}
-	return a.events.take(s.GetNamespace(), s.GetName(), types.UID(s.GetUid()))
+	return a.events.take("Service", s.GetNamespace(), s.GetName(), types.UID(s.GetUid()))
+}
+
+// nodeWarnings are the waiting warnings about the Node of an
+// InstanceMetadata answer (no grace wait: see nodeEventHold).
+func (a *Adapter) nodeWarnings(n *pb.NodeRef) []*pb.Warning {
+	if _, ok := a.builder.(*clientBuilder); !ok {
+		return nil
+	}
+	return a.events.take("Node", "", n.GetName(), types.UID(n.GetUid()))
 }
 
 // expireEvents logs the warnings no response carried, until the adapter

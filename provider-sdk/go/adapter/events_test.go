@@ -21,6 +21,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	pb "github.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1"
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/sdk"
 )
 
 // eventCloud makes its event recorders in Initialize from the builder's
@@ -133,11 +134,15 @@ func TestTheCloudsEventsBecomeWarnings(t *testing.T) {
 			emit: func(l *eventLB, svc *corev1.Service) {
 				l.recorder.Event(svc, corev1.EventTypeNormal, "Created", "load balancer created")
 			}},
-		{name: "a Warning about a Node is logged", writes: 1,
+		{name: "a Warning about a Node waits for the Node's InstanceMetadata", writes: 1,
 			emit: func(l *eventLB, _ *corev1.Service) {
 				l.recorder.Event(&corev1.Node{}, corev1.EventTypeWarning, "NodeIgnored", "no server for node")
+			}},
+		{name: "a Warning about anything else is logged", writes: 1,
+			emit: func(l *eventLB, _ *corev1.Service) {
+				l.recorder.Event(&corev1.ConfigMap{}, corev1.EventTypeWarning, "ConfigIgnored", "bad config")
 			},
-			logged: "Node NodeIgnored: about a Node, not a Service"},
+			logged: "ConfigMap ConfigIgnored: about a ConfigMap, not a Service or a Node"},
 		{name: "a Warning about another Service waits for it", writes: 1,
 			emit: func(l *eventLB, _ *corev1.Service) {
 				l.recorder.Event(svcObject(other), corev1.EventTypeWarning, "Other", "x")
@@ -177,6 +182,52 @@ func TestTheCloudsEventsBecomeWarnings(t *testing.T) {
 				t.Errorf("Event writes reached the API server: %v", got)
 			}
 		})
+	}
+}
+
+// A Warning the cloud emits about a Node rides on the next InstanceMetadata
+// answer about that Node (uid-checked), which the controller publishes as a
+// Warning Event on the Node; an answer about another Node does not take it.
+func TestTheCloudsWarningsAboutANodeRideOnItsInstanceMetadata(t *testing.T) {
+	api := newFakeAPI(t)
+	t.Setenv("KUBECONFIG", api.kubeconfig)
+	lb := &eventLB{testLB: testLB{status: &corev1.LoadBalancerStatus{}, exists: true}}
+	v2 := &v2Instances{md: &cloudprovider.InstanceMetadata{ProviderID: "test://i-1", InstanceType: "m1"}}
+	a := newAdapter(t, &eventCloud{testCloud: &testCloud{v2: v2}, lb: lb}, Options{})
+	node := &corev1.Node{}
+	node.Name, node.UID = "node-1", "uid-n1"
+	lb.recorder.Event(node, corev1.EventTypeWarning, "MaintenanceScheduled", "instance i-1 retires on 2026-12-01")
+	lb.recorder.Event(node, corev1.EventTypeWarning, "not camel case", "")
+	waitFor(t, &a.events.writes, 2)
+
+	ask := func(name, uid string) []*pb.Warning {
+		t.Helper()
+		r, err := instances{Adapter: a}.InstanceMetadata(ctx, &pb.InstanceMetadataRequest{
+			Node: &pb.NodeRef{Name: name, Uid: uid, ProviderId: "test://i-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetWarnings()
+	}
+	if got := ask("node-2", "uid-n2"); len(got) != 0 {
+		t.Errorf("another Node's answer took %v", got)
+	}
+	if got := ask("node-1", "uid-old"); len(got) != 0 {
+		t.Errorf("the answer about an older Node of that name took %v", got)
+	}
+	got := ask("node-1", "uid-n1")
+	want := []*pb.Warning{
+		{Reason: "MaintenanceScheduled", Message: "instance i-1 retires on 2026-12-01"},
+		{Reason: "ProviderWarning", Message: "not camel case"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("warnings %v, want %v", got, want)
+	}
+	if v := sdk.CheckNodeWarnings("warnings", got); v != nil {
+		t.Errorf("the warnings break the contract: %v", v)
+	}
+	if again := ask("node-1", "uid-n1"); len(again) != 0 {
+		t.Errorf("a warning was answered twice: %v", again)
 	}
 }
 
@@ -263,7 +314,7 @@ func TestEventQueueBounds(t *testing.T) {
 			}
 			now = now.Add(c.after)
 			for i, n := range c.takes {
-				if got := q.take("default", "web", "uid-1"); len(got) != n {
+				if got := q.take("Service", "default", "web", "uid-1"); len(got) != n {
 					t.Errorf("response %d carried %d warnings, want %d", i, len(got), n)
 				}
 			}

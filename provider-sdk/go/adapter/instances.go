@@ -143,7 +143,7 @@ func (a instances) InstanceMetadata(ctx context.Context, req *pb.InstanceMetadat
 	if v != nil {
 		return nil, v.BadAnswer("an invalid InstanceMetadata")
 	}
-	return &pb.InstanceMetadataResponse{Metadata: out}, nil
+	return &pb.InstanceMetadataResponse{Metadata: out, Warnings: a.nodeWarnings(req.GetNode())}, nil
 }
 
 // metadataV1 is upstream's getInstanceMetadata for a cloud without
