@@ -120,6 +120,14 @@ type Options struct {
 	// instances and zones services. Without it such an error is UNKNOWN,
 	// and the Nodes of deleted instances are never removed.
 	IsInstanceNotFound func(error) bool
+	// IsRouteNotFound tells the cloud's "no such route" errors of
+	// DeleteRoute: the contract's DeleteRoute is idempotent, so such an
+	// error answers OK (upstream's route controller only retried it).
+	IsRouteNotFound func(error) bool
+	// IsRouteConflict tells the cloud's errors of CreateRoute for a CIDR
+	// another route holds: they answer ALREADY_EXISTS /
+	// CONFLICTING_RESOURCE, as the contract asks, instead of UNKNOWN.
+	IsRouteConflict func(error) bool
 	// LoadBalancerConcurrency is how many load balancer mutations
 	// (EnsureLoadBalancer, UpdateLoadBalancer, EnsureLoadBalancerDeleted)
 	// the cloud gets at once (default 1: upstream's

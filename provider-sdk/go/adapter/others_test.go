@@ -2,7 +2,9 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -205,5 +207,51 @@ func TestCloudErrors(t *testing.T) {
 	}
 	if cloudError(nil) != nil {
 		t.Error("cloudError(nil) != nil")
+	}
+}
+
+// A cloud whose DeleteRoute fails for a route that is already gone, and
+// whose CreateRoute fails for a CIDR another route holds (the published AWS
+// cloud: InvalidRoute.NotFound, RouteAlreadyExists), answers as the
+// contract asks once the adapter is told which errors those are; without
+// the options both stay UNKNOWN.
+func TestRouteErrorPredicates(t *testing.T) {
+	gone := errors.New("api error InvalidRoute.NotFound: no route with destination-cidr-block 10.244.1.0/24")
+	taken := errors.New("api error RouteAlreadyExists: The route identified by 10.244.1.0/24 already exists")
+	told := Options{
+		IsRouteNotFound: func(err error) bool { return strings.Contains(err.Error(), "InvalidRoute.NotFound") },
+		IsRouteConflict: func(err error) bool { return strings.Contains(err.Error(), "RouteAlreadyExists") },
+	}
+	route := &pb.Route{TargetNode: "n1", DestinationCidr: "10.244.1.0/24"}
+	cases := []struct {
+		name   string
+		opts   Options
+		err    error
+		create *want // nil: OK
+		delete *want
+	}{
+		{name: "not told: gone", err: gone, create: &want{code: codes.Unknown}, delete: &want{code: codes.Unknown}},
+		{name: "not told: taken", err: taken, create: &want{code: codes.Unknown}, delete: &want{code: codes.Unknown}},
+		{name: "told: a delete of a route already gone succeeds", opts: told, err: gone, create: &want{code: codes.Unknown}},
+		{name: "told: a create over another route conflicts", opts: told, err: taken,
+			create: &want{code: codes.AlreadyExists, reason: pb.ErrorReason_ERROR_REASON_CONFLICTING_RESOURCE}, delete: &want{code: codes.Unknown}},
+		{name: "told: other errors stay UNKNOWN", opts: told, err: errCloud, create: &want{code: codes.Unknown}, delete: &want{code: codes.Unknown}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := routes{Adapter: newAdapter(t, &testCloud{routes: &testRoutes{err: c.err}}, c.opts)}
+			_, err := a.CreateRoute(ctx, &pb.CreateRouteRequest{ClusterName: "c", NameHint: "h", Route: route})
+			if c.create == nil && err != nil {
+				t.Errorf("CreateRoute: %v", err)
+			} else if c.create != nil {
+				checkErr(t, "CreateRoute", err, *c.create)
+			}
+			_, err = a.DeleteRoute(ctx, &pb.DeleteRouteRequest{ClusterName: "c", Route: route})
+			if c.delete == nil && err != nil {
+				t.Errorf("DeleteRoute: %v", err)
+			} else if c.delete != nil {
+				checkErr(t, "DeleteRoute", err, *c.delete)
+			}
+		})
 	}
 }

@@ -63,6 +63,9 @@ func (a routes) CreateRoute(ctx context.Context, req *pb.CreateRouteRequest) (*p
 	}
 	route := toRoute(req.GetRoute(), a.opts.RoutesTargetNodeAddresses)
 	if err := a.routes.CreateRoute(ctx, req.GetClusterName(), req.GetNameHint(), route); err != nil {
+		if a.opts.IsRouteConflict != nil && a.opts.IsRouteConflict(err) {
+			return nil, sdk.ConflictingResource(err.Error())
+		}
 		return nil, cloudError(err)
 	}
 	// cloudprovider.Routes does not report the route it created: the
@@ -82,6 +85,9 @@ func (a routes) DeleteRoute(ctx context.Context, req *pb.DeleteRouteRequest) (*p
 	}
 	route := toRoute(req.GetRoute(), a.opts.RoutesTargetNodeAddresses)
 	if err := a.routes.DeleteRoute(ctx, req.GetClusterName(), route); err != nil {
+		if a.opts.IsRouteNotFound != nil && a.opts.IsRouteNotFound(err) {
+			return &pb.DeleteRouteResponse{}, nil // already gone: the contract's DeleteRoute is idempotent
+		}
 		return nil, cloudError(err)
 	}
 	return &pb.DeleteRouteResponse{}, nil

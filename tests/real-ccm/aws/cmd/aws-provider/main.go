@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"log"
+	"strings"
 
 	cloudprovider "k8s.io/cloud-provider"
 	// Registers the "aws" cloud with cloudprovider.
@@ -35,8 +36,14 @@ func main() {
 	// Cluster access comes from $KUBECONFIG, which the adapter reads (the
 	// cloud's Initialize takes a client, its SetInformers a Node informer).
 	// The AWS cloud answers a missing instance with EC2's own
-	// InvalidInstanceID.NotFound, which the module itself tells apart.
-	opts := adapter.Options{Endpoint: *endpoint, IsInstanceNotFound: awsv1.IsAWSErrorInstanceNotFound}
+	// InvalidInstanceID.NotFound, which the module itself tells apart; its
+	// route errors carry EC2's codes only in their text (wrapped with %q).
+	opts := adapter.Options{
+		Endpoint:           *endpoint,
+		IsInstanceNotFound: awsv1.IsAWSErrorInstanceNotFound,
+		IsRouteNotFound:    func(err error) bool { return strings.Contains(err.Error(), "InvalidRoute.NotFound") },
+		IsRouteConflict:    func(err error) bool { return strings.Contains(err.Error(), "RouteAlreadyExists") },
+	}
 	if err := adapter.Serve(context.Background(), cloud, opts); err != nil {
 		log.Fatalf("aws-provider: %v", err)
 	}
