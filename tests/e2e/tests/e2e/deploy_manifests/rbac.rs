@@ -23,22 +23,17 @@ fn can_i(env: &TestEnv, user: &str, args: &[&str]) -> bool {
     }
 }
 
-/// Installed for real (under unique names), the chart's bindings give the
-/// controller's ServiceAccount what it calls, the pv-label controller
-/// what it needs when enabled, and a scraper `get` on /metrics; nothing
-/// else.
-#[test]
-fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
-    // Shared: it applies a ClusterIP Service and RBAC, nothing a controller
-    // acts on.
-    let control_plane = ControlPlane::shared_blocking();
-    let env = control_plane.env();
-    let kubectl = || {
-        let mut c = Command::new(tool("kubectl"));
-        c.arg(format!("--kubeconfig={}", env.kubeconfig().display()));
-        c
-    };
-    let ns = ccm_testsupport::unique_name("helm-rbac");
+/// The chart rendered with the fake provider's values and the arguments
+/// `sets` gives for the namespace, under unique names in a new namespace,
+/// applied for real (server-side): `(namespace, fullname, rendered,
+/// applied)`.
+fn install_chart(
+    env: &TestEnv,
+    prefix: &str,
+    sets: impl FnOnce(&str) -> Vec<String>,
+) -> (String, String, String, String) {
+    let kubectl = kubectl(env);
+    let ns = ccm_testsupport::unique_name(prefix);
     let name = ccm_testsupport::unique_name("ccm");
     run(kubectl().args(["create", "namespace", &ns]), None);
     let rendered = run(
@@ -47,11 +42,7 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
             .arg("--values=tests/e2e/golden/helm/values/default.yaml")
             .arg(format!("--namespace={ns}"))
             .arg(format!("--set=fullnameOverride={name}"))
-            .arg("--set=controller.pvLabels.enabled=true")
-            .arg("--set=metrics.readerClusterRole.create=true")
-            .arg(format!(
-                "--set-json=metrics.readerClusterRole.subjects=[{{\"kind\":\"ServiceAccount\",\"name\":\"prometheus\",\"namespace\":\"{ns}\"}}]"
-            ))
+            .args(sets(&ns))
             .current_dir(repo()),
         None,
     );
@@ -65,6 +56,46 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
         ]),
         Some(&rendered),
     );
+    (ns, name, rendered, applied)
+}
+
+/// Removes what `install_chart` applied: the cluster-scoped objects
+/// outlive the namespace.
+fn uninstall_chart(env: &TestEnv, rendered: &str) {
+    run(
+        kubectl(env)().args(["delete", "--wait=false", "-f", "-"]),
+        Some(rendered),
+    );
+}
+
+/// kubectl as the test control plane's admin.
+fn kubectl(env: &TestEnv) -> impl Fn() -> Command + '_ {
+    move || {
+        let mut c = Command::new(tool("kubectl"));
+        c.arg(format!("--kubeconfig={}", env.kubeconfig().display()));
+        c
+    }
+}
+
+/// Installed for real (under unique names), the chart's bindings give the
+/// controller's ServiceAccount what it calls, the pv-label controller
+/// what it needs when enabled, and a scraper `get` on /metrics; nothing
+/// else.
+#[test]
+fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
+    // Shared: it applies a ClusterIP Service and RBAC, nothing a controller
+    // acts on.
+    let control_plane = ControlPlane::shared_blocking();
+    let env = control_plane.env();
+    let (ns, name, rendered, applied) = install_chart(env, "helm-rbac", |ns| {
+        vec![
+            "--set=controller.pvLabels.enabled=true".into(),
+            "--set=metrics.readerClusterRole.create=true".into(),
+            format!(
+                "--set-json=metrics.readerClusterRole.subjects=[{{\"kind\":\"ServiceAccount\",\"name\":\"prometheus\",\"namespace\":\"{ns}\"}}]"
+            ),
+        ]
+    });
     let controller = format!("system:serviceaccount:{ns}:{name}");
     let scraper = format!("system:serviceaccount:{ns}:prometheus");
     let checks: Vec<(&str, Vec<&str>, bool)> = vec![
@@ -131,11 +162,7 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
     for (user, args, want) in &checks {
         assert_eq!(can_i(env, user, args), *want, "{user} {args:?}\n{applied}");
     }
-    // The cluster-scoped objects outlive the namespace: remove them.
-    run(
-        kubectl().args(["delete", "--wait=false", "-f", "-"]),
-        Some(&rendered),
-    );
+    uninstall_chart(env, &rendered);
 }
 
 /// provider.clusterAccess installed for real (under unique names): the
@@ -145,156 +172,73 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
 fn helm_provider_cluster_access_installed_grants_reading_nodes_and_one_token() {
     let control_plane = ControlPlane::shared_blocking();
     let env = control_plane.env();
-    let kubectl = || {
-        let mut c = Command::new(tool("kubectl"));
-        c.arg(format!("--kubeconfig={}", env.kubeconfig().display()));
-        c
-    };
-    let ns = ccm_testsupport::unique_name("helm-provider-access");
-    let name = ccm_testsupport::unique_name("ccm");
-    run(kubectl().args(["create", "namespace", &ns]), None);
-    let rendered = run(
-        Command::new(tool("helm"))
-            .args(["template", "ccm", "deploy/helm/ccm-rs"])
-            .arg(format!("--namespace={ns}"))
-            .arg(format!("--set=fullnameOverride={name}"))
-            .arg("--values=tests/e2e/golden/helm/values/default.yaml")
-            .arg("--set=provider.clusterAccess.enabled=true")
-            .current_dir(repo()),
-        None,
-    );
-    let applied = run(
-        kubectl().args([
-            "apply",
-            "--server-side",
-            "--field-manager=deploy-test",
-            "-f",
-            "-",
-        ]),
-        Some(&rendered),
-    );
+    let (ns, name, rendered, applied) = install_chart(env, "helm-provider-access", |_| {
+        vec!["--set=provider.clusterAccess.enabled=true".into()]
+    });
     let controller = format!("system:serviceaccount:{ns}:{name}");
     let provider_account = format!("{name}-provider");
     let provider = format!("system:serviceaccount:{ns}:{provider_account}");
     let token_of = |account: &str| format!("serviceaccounts/{account}");
-    let checks: Vec<(&str, Vec<String>, bool)> = vec![
-        (&provider, vec!["get".into(), "nodes".into()], true),
-        (&provider, vec!["list".into(), "nodes".into()], true),
-        (&provider, vec!["watch".into(), "nodes".into()], true),
-        (&provider, vec!["patch".into(), "nodes".into()], false),
+    let (own_token, controller_token, default_token) = (
+        token_of(&provider_account),
+        token_of(&name),
+        token_of("default"),
+    );
+    let checks: Vec<(&str, Vec<&str>, bool)> = vec![
+        (&provider, vec!["get", "nodes"], true),
+        (&provider, vec!["list", "nodes"], true),
+        (&provider, vec!["watch", "nodes"], true),
+        (&provider, vec!["patch", "nodes"], false),
         (
             &provider,
-            vec![
-                "patch".into(),
-                "nodes".into(),
-                "--subresource=status".into(),
-            ],
+            vec!["patch", "nodes", "--subresource=status"],
             false,
         ),
-        (&provider, vec!["delete".into(), "nodes".into()], false),
-        (&provider, vec!["list".into(), "services".into()], false),
+        (&provider, vec!["delete", "nodes"], false),
+        (&provider, vec!["list", "services"], false),
+        (&provider, vec!["get", "secrets", "-n", &ns], false),
+        (&provider, vec!["list", "secrets", "-A"], false),
+        (&provider, vec!["create", "events", "-n", "default"], false),
         (
             &provider,
-            vec!["get".into(), "secrets".into(), "-n".into(), ns.clone()],
-            false,
-        ),
-        (
-            &provider,
-            vec!["list".into(), "secrets".into(), "-A".into()],
-            false,
-        ),
-        (
-            &provider,
-            vec![
-                "create".into(),
-                "events".into(),
-                "-n".into(),
-                "default".into(),
-            ],
+            vec!["create", "events.events.k8s.io", "-n", "default"],
             false,
         ),
         (
             &provider,
-            vec![
-                "create".into(),
-                "events.events.k8s.io".into(),
-                "-n".into(),
-                "default".into(),
-            ],
-            false,
-        ),
-        (
-            &provider,
-            vec![
-                "create".into(),
-                token_of(&provider_account),
-                "--subresource=token".into(),
-                "-n".into(),
-                ns.clone(),
-            ],
+            vec!["create", &own_token, "--subresource=token", "-n", &ns],
             false,
         ),
         (
             &controller,
-            vec![
-                "create".into(),
-                token_of(&provider_account),
-                "--subresource=token".into(),
-                "-n".into(),
-                ns.clone(),
-            ],
+            vec!["create", &own_token, "--subresource=token", "-n", &ns],
             true,
         ),
         (
             &controller,
             vec![
-                "create".into(),
-                token_of(&name),
-                "--subresource=token".into(),
-                "-n".into(),
-                ns.clone(),
+                "create",
+                &controller_token,
+                "--subresource=token",
+                "-n",
+                &ns,
             ],
             false,
         ),
         (
             &controller,
-            vec![
-                "create".into(),
-                token_of("default"),
-                "--subresource=token".into(),
-                "-n".into(),
-                ns.clone(),
-            ],
+            vec!["create", &default_token, "--subresource=token", "-n", &ns],
             false,
         ),
         (
             &controller,
-            vec![
-                "create".into(),
-                token_of(&provider_account),
-                "--subresource=token".into(),
-                "-n".into(),
-                "default".into(),
-            ],
+            vec!["create", &own_token, "--subresource=token", "-n", "default"],
             false,
         ),
-        (
-            &controller,
-            vec![
-                "get".into(),
-                token_of(&provider_account),
-                "-n".into(),
-                ns.clone(),
-            ],
-            false,
-        ),
+        (&controller, vec!["get", &own_token, "-n", &ns], false),
     ];
     for (user, args, want) in &checks {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_eq!(can_i(env, user, &args), *want, "{user} {args:?}\n{applied}");
+        assert_eq!(can_i(env, user, args), *want, "{user} {args:?}\n{applied}");
     }
-    run(
-        kubectl().args(["delete", "--wait=false", "-f", "-"]),
-        Some(&rendered),
-    );
+    uninstall_chart(env, &rendered);
 }
