@@ -110,28 +110,25 @@ fn helm_err(args: &[&str]) -> String {
 /// golden files and deploy_manifests/ render it.
 fn template(extra: &[&str]) -> String {
     let provider = format!("--values={PROVIDER_VALUES}");
-    let mut args = vec![
-        "template",
-        "ccm",
-        CHART,
-        "--namespace=kube-system",
-        &provider,
-    ];
-    args.extend_from_slice(extra);
-    helm_ok(&args)
+    helm_ok(&template_args(&provider, extra))
 }
 
+/// `template` expected to fail: helm's stderr.
 fn template_err(extra: &[&str]) -> String {
     let provider = format!("--values={PROVIDER_VALUES}");
+    helm_err(&template_args(&provider, extra))
+}
+
+fn template_args<'a>(provider: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "template",
         "ccm",
         CHART,
         "--namespace=kube-system",
-        &provider,
+        provider,
     ];
     args.extend_from_slice(extra);
-    helm_err(&args)
+    args
 }
 
 /// `--values=` the provider values, then `values` (which may override them).
