@@ -55,8 +55,8 @@ func kubeconfigPath(opts Options) string {
 
 // loadKubeconfig builds the rest.Config of a kubeconfig (a list of files
 // separated by the OS's path list separator, as kubectl reads $KUBECONFIG).
-// client-go keeps re-reading a user's tokenFile (a projected
-// ServiceAccount token is rotated in place).
+// client-go keeps re-reading a user's tokenFile (the controller replaces the
+// provider's token in place).
 func loadKubeconfig(path string) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path} // must exist
 	if paths := strings.Split(path, string(os.PathListSeparator)); len(paths) > 1 {

@@ -93,8 +93,7 @@ type Options struct {
 	// Initialize gets a ControllerClientBuilder of its clients; their Event
 	// writes are answered by the adapter, and Warnings about a Service
 	// become warnings of the next load balancer response about it.
-	// client-go re-reads the user's tokenFile, so a projected ServiceAccount
-	// token may rotate. Without access, the builder's Client and Config
+	// client-go re-reads the user's tokenFile, so the token may rotate. Without access, the builder's Client and Config
 	// answer ErrNoClusterAccess and its ClientOrDie and ConfigOrDie end the
 	// process with a message naming KUBECONFIG.
 	Kubeconfig string

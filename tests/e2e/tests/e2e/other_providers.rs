@@ -5,7 +5,7 @@
 //! deleting the Service deletes the load balancer and releases the
 //! finalizer. The real apiserver, the controller as its ServiceAccount.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::common::*;
@@ -14,10 +14,6 @@ use ccm_testsupport::{built_binary, unique_name};
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The Python in-memory example on the Python SDK, in the venv
 /// `hack/python-venv.sh` makes (cached by content hash).

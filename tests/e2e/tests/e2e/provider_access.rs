@@ -7,7 +7,7 @@
 //! and writes nothing until it gets it.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ccm_fake_provider::FakeConfig;
@@ -21,16 +21,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::common::{Harness, UNINITIALIZED, admin_get, eventually, free_port, has_taint};
+use crate::common::{Harness, UNINITIALIZED, admin_get, eventually, free_port, has_taint, repo};
 
 /// Each test's own bound: a hang fails here instead of holding the lock.
 const TEST_DEADLINE: Duration = Duration::from_secs(50);
 
 const COMPONENT: &str = "deploy/components/provider-cluster-access";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn shipped<T: serde::de::DeserializeOwned>(file: &str) -> T {
     let path = repo().join(COMPONENT).join(file);

@@ -29,10 +29,6 @@ const QUIET: Duration = Duration::from_secs(5);
 /// The ServiceAccount the provider acts as.
 const PROVIDER_SA: &str = "aws-provider";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// aws-provider and fake-aws, built (or taken from their cache) by
 /// hack/build-aws-provider.sh.
 fn binaries() -> (PathBuf, PathBuf) {

@@ -25,6 +25,12 @@ pub use ccm_testsupport::{
     wait_until,
 };
 
+/// The repository's root, where the manifests, charts and scripts the tests
+/// read live.
+pub fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 pub fn has_taint(n: &Node, key: &str) -> bool {
     n.spec
         .as_ref()

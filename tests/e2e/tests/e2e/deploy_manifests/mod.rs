@@ -14,17 +14,13 @@ mod pod;
 mod rbac;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use ccm_testsupport::TestEnv;
 
-use crate::common::{ControlPlane, docs, find};
+use crate::common::{ControlPlane, docs, find, repo};
 use serde_yaml::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn tool(name: &str) -> PathBuf {
     let p = repo().join("target/testenv/bin").join(name);

@@ -71,12 +71,7 @@ pub(super) fn check_pod(d: &Value) {
     );
     // The provider: a regular container, or a native sidecar (an init
     // container that keeps running).
-    let containers: Vec<&Value> = pod["containers"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
-        .collect();
+    let containers = containers_of(pod);
     assert_eq!(containers.len(), 2, "controller + provider sidecar");
     let named = |name: &str| {
         *containers
@@ -187,12 +182,7 @@ pub(super) const PROVIDER_ACCESS_DIR: &str = "/var/run/provider-cluster-access";
 /// finds as $KUBECONFIG; if not, no trace of it.
 pub(super) fn check_provider_access(d: &Value) -> bool {
     let pod = &d["spec"]["template"]["spec"];
-    let containers: Vec<&Value> = pod["containers"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
-        .collect();
+    let containers = containers_of(pod);
     let container = |name: &str| *containers.iter().find(|c| c["name"] == name).unwrap();
     let (controller, provider) = (container("cloud-controller-manager"), container("provider"));
     let volume = pod["volumes"]
@@ -322,4 +312,15 @@ pub(super) fn pod_spec(workload: &Value) -> &Value {
 /// The controller container's arguments.
 pub(super) fn controller_args(workload: &Value) -> Vec<&str> {
     strings(&pod_spec(workload)["containers"][0]["args"], None)
+}
+
+/// A pod spec's containers, native sidecars (init containers that keep
+/// running) included.
+fn containers_of(pod: &Value) -> Vec<&Value> {
+    pod["containers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .chain(pod["initContainers"].as_sequence().into_iter().flatten())
+        .collect()
 }

@@ -13,10 +13,10 @@ mod render;
 mod values;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{docs, find};
+use crate::common::{docs, find, repo};
 use cloud_controller_manager::config::{ControllerName, enabled_controllers};
 use serde_yaml::Value;
 
@@ -61,10 +61,6 @@ const CASES: &[(&str, Option<&str>)] = &[
         Some("deploy/helm/ccm-rs/examples/real-ccm-aws.yaml"),
     ),
 ];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn helm() -> Command {
     let p = repo().join("target/testenv/bin/helm");

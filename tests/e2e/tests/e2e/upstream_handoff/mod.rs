@@ -70,6 +70,7 @@ use kube::{Api, Client};
 
 use crate::common::{
     ControlPlane, DEADLINE, UNINITIALIZED, admin_get, eventually, eventually_within, has_taint,
+    repo,
 };
 
 use evidence::{InitialisedBy, initialised_by, sample};

@@ -19,10 +19,6 @@ pub(super) fn lease_flags(lease: &str) -> [String; 5] {
     ]
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The upstream CCM, built (or taken from its cache) by
 /// hack/build-upstream-ccm.sh: seconds once hack/build-testenv.sh has
 /// filled the Go build cache, as `make test` does first.
