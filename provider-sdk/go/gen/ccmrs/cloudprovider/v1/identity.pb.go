@@ -32,6 +32,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Whether a provider serves LoadBalancer Services without a class.
+type UnclassedServices int32
+
+const (
+	// Unset: served when the controller makes the provider its default, as
+	// before contract 1.3.0.
+	UnclassedServices_UNCLASSED_SERVICES_UNSPECIFIED UnclassedServices = 0
+	// Served when the controller makes the provider its default.
+	UnclassedServices_UNCLASSED_SERVICES_SERVED UnclassedServices = 1
+	// Never served, even as the default provider: the provider implements
+	// only its named load_balancer_classes (for example an on-premises
+	// load balancer beside a cloud's).
+	UnclassedServices_UNCLASSED_SERVICES_DECLINED UnclassedServices = 2
+)
+
+// Enum value maps for UnclassedServices.
+var (
+	UnclassedServices_name = map[int32]string{
+		0: "UNCLASSED_SERVICES_UNSPECIFIED",
+		1: "UNCLASSED_SERVICES_SERVED",
+		2: "UNCLASSED_SERVICES_DECLINED",
+	}
+	UnclassedServices_value = map[string]int32{
+		"UNCLASSED_SERVICES_UNSPECIFIED": 0,
+		"UNCLASSED_SERVICES_SERVED":      1,
+		"UNCLASSED_SERVICES_DECLINED":    2,
+	}
+)
+
+func (x UnclassedServices) Enum() *UnclassedServices {
+	p := new(UnclassedServices)
+	*p = x
+	return p
+}
+
+func (x UnclassedServices) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UnclassedServices) Descriptor() protoreflect.EnumDescriptor {
+	return file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[0].Descriptor()
+}
+
+func (UnclassedServices) Type() protoreflect.EnumType {
+	return &file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[0]
+}
+
+func (x UnclassedServices) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UnclassedServices.Descriptor instead.
+func (UnclassedServices) EnumDescriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{0}
+}
+
 // A capability of the provider. Each optional service has one; the rest are
 // behaviours within a service.
 type Capability int32
@@ -100,11 +156,11 @@ func (x Capability) String() string {
 }
 
 func (Capability) Descriptor() protoreflect.EnumDescriptor {
-	return file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[0].Descriptor()
+	return file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[1].Descriptor()
 }
 
 func (Capability) Type() protoreflect.EnumType {
-	return &file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[0]
+	return &file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[1]
 }
 
 func (x Capability) Number() protoreflect.EnumNumber {
@@ -113,7 +169,7 @@ func (x Capability) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Capability.Descriptor instead.
 func (Capability) EnumDescriptor() ([]byte, []int) {
-	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{0}
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{1}
 }
 
 // The provider's readiness.
@@ -158,11 +214,11 @@ func (x ProbeState) String() string {
 }
 
 func (ProbeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[1].Descriptor()
+	return file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[2].Descriptor()
 }
 
 func (ProbeState) Type() protoreflect.EnumType {
-	return &file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[1]
+	return &file_ccmrs_cloudprovider_v1_identity_proto_enumTypes[2]
 }
 
 func (x ProbeState) Number() protoreflect.EnumNumber {
@@ -171,7 +227,7 @@ func (x ProbeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProbeState.Descriptor instead.
 func (ProbeState) EnumDescriptor() ([]byte, []int) {
-	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{1}
+	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP(), []int{2}
 }
 
 // Intentionally empty.
@@ -225,7 +281,7 @@ type GetProviderInfoResponse struct {
 	// has no reason to choose another.
 	ProviderIdScheme string `protobuf:"bytes,3,opt,name=provider_id_scheme,json=providerIdScheme,proto3" json:"provider_id_scheme,omitempty"`
 	// REQUIRED. The version of this contract the provider was built against,
-	// semver without "v"; this revision of the contract is "1.2.0". A rule
+	// semver without "v"; this revision of the contract is "1.3.0". A rule
 	// providers MUST follow that is added to the contract bumps the minor
 	// version, and a provider is held to the rules of the version it
 	// declares: the conformance suite reports a newer rule as not required,
@@ -247,8 +303,29 @@ type GetProviderInfoResponse struct {
 	// judge; the provider answers for it as for provider_id_scheme. Empty
 	// means provider_id_scheme alone.
 	ProviderIdSchemes []string `protobuf:"bytes,7,rep,name=provider_id_schemes,json=providerIdSchemes,proto3" json:"provider_id_schemes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// OPTIONAL (1.3.0). The spec.loadBalancerClass values whose Services this
+	// provider serves, for a controller running several providers
+	// (docs/hybrid.md). Each entry MUST be a valid loadBalancerClass (a
+	// Kubernetes qualified name with a DNS-subdomain prefix, for example
+	// "example.com/cloud"), at most 32, none twice, and the list MUST be the
+	// same on every answer of one provider process. Two providers of one
+	// controller declaring the same class serve neither: its Services are
+	// left alone with an Event. Empty: no named class.
+	LoadBalancerClasses []string `protobuf:"bytes,8,rep,name=load_balancer_classes,json=loadBalancerClasses,proto3" json:"load_balancer_classes,omitempty"`
+	// OPTIONAL (1.3.0). Whether the provider serves LoadBalancer Services
+	// without a spec.loadBalancerClass when the controller makes it the
+	// default provider. Unset: it does, as every provider before 1.3.0.
+	UnclassedServices UnclassedServices `protobuf:"varint,9,opt,name=unclassed_services,json=unclassedServices,proto3,enum=ccmrs.cloudprovider.v1.UnclassedServices" json:"unclassed_services,omitempty"`
+	// OPTIONAL (1.3.0). The platforms this provider manages, in the
+	// vocabulary of KEP-5778 ("explicit node ownership", the cloud's
+	// GetSupportedPlatform()): a Node without a providerID whose
+	// "cloudprovider.kubernetes.io/platform" label or annotation names one of
+	// them is this provider's to initialise. Each entry MUST be a DNS-1123
+	// label, at most 16, none twice, the same on every answer. Empty: the
+	// controller's --cloud-provider-platforms alone decides.
+	Platforms     []string `protobuf:"bytes,10,rep,name=platforms,proto3" json:"platforms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetProviderInfoResponse) Reset() {
@@ -326,6 +403,27 @@ func (x *GetProviderInfoResponse) GetManifest() map[string]string {
 func (x *GetProviderInfoResponse) GetProviderIdSchemes() []string {
 	if x != nil {
 		return x.ProviderIdSchemes
+	}
+	return nil
+}
+
+func (x *GetProviderInfoResponse) GetLoadBalancerClasses() []string {
+	if x != nil {
+		return x.LoadBalancerClasses
+	}
+	return nil
+}
+
+func (x *GetProviderInfoResponse) GetUnclassedServices() UnclassedServices {
+	if x != nil {
+		return x.UnclassedServices
+	}
+	return UnclassedServices_UNCLASSED_SERVICES_UNSPECIFIED
+}
+
+func (x *GetProviderInfoResponse) GetPlatforms() []string {
+	if x != nil {
+		return x.Platforms
 	}
 	return nil
 }
@@ -684,7 +782,7 @@ var File_ccmrs_cloudprovider_v1_identity_proto protoreflect.FileDescriptor
 const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\n" +
 	"%ccmrs/cloudprovider/v1/identity.proto\x12\x16ccmrs.cloudprovider.v1\"\x18\n" +
-	"\x16GetProviderInfoRequest\"\xb3\x03\n" +
+	"\x16GetProviderInfoRequest\"\xdf\x04\n" +
 	"\x17GetProviderInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0evendor_version\x18\x02 \x01(\tR\rvendorVersion\x12,\n" +
@@ -692,7 +790,11 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\x10contract_version\x18\x04 \x01(\tR\x0fcontractVersion\x12)\n" +
 	"\x0ehas_cluster_id\x18\x05 \x01(\bH\x00R\fhasClusterId\x88\x01\x01\x12Y\n" +
 	"\bmanifest\x18\x06 \x03(\v2=.ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntryR\bmanifest\x12.\n" +
-	"\x13provider_id_schemes\x18\a \x03(\tR\x11providerIdSchemes\x1a;\n" +
+	"\x13provider_id_schemes\x18\a \x03(\tR\x11providerIdSchemes\x122\n" +
+	"\x15load_balancer_classes\x18\b \x03(\tR\x13loadBalancerClasses\x12X\n" +
+	"\x12unclassed_services\x18\t \x01(\x0e2).ccmrs.cloudprovider.v1.UnclassedServicesR\x11unclassedServices\x12\x1c\n" +
+	"\tplatforms\x18\n" +
+	" \x03(\tR\tplatforms\x1a;\n" +
 	"\rManifestEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
@@ -717,7 +819,11 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\fProbeRequest\"c\n" +
 	"\rProbeResponse\x128\n" +
 	"\x05state\x18\x01 \x01(\x0e2\".ccmrs.cloudprovider.v1.ProbeStateR\x05state\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xb0\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*w\n" +
+	"\x11UnclassedServices\x12\"\n" +
+	"\x1eUNCLASSED_SERVICES_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19UNCLASSED_SERVICES_SERVED\x10\x01\x12\x1f\n" +
+	"\x1bUNCLASSED_SERVICES_DECLINED\x10\x02*\xb0\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -754,38 +860,40 @@ func file_ccmrs_cloudprovider_v1_identity_proto_rawDescGZIP() []byte {
 	return file_ccmrs_cloudprovider_v1_identity_proto_rawDescData
 }
 
-var file_ccmrs_cloudprovider_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ccmrs_cloudprovider_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_ccmrs_cloudprovider_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ccmrs_cloudprovider_v1_identity_proto_goTypes = []any{
-	(Capability)(0),                         // 0: ccmrs.cloudprovider.v1.Capability
-	(ProbeState)(0),                         // 1: ccmrs.cloudprovider.v1.ProbeState
-	(*GetProviderInfoRequest)(nil),          // 2: ccmrs.cloudprovider.v1.GetProviderInfoRequest
-	(*GetProviderInfoResponse)(nil),         // 3: ccmrs.cloudprovider.v1.GetProviderInfoResponse
-	(*GetProviderCapabilitiesRequest)(nil),  // 4: ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
-	(*GetProviderCapabilitiesResponse)(nil), // 5: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
-	(*AnnotationSchema)(nil),                // 6: ccmrs.cloudprovider.v1.AnnotationSchema
-	(*AnnotationDescription)(nil),           // 7: ccmrs.cloudprovider.v1.AnnotationDescription
-	(*ProbeRequest)(nil),                    // 8: ccmrs.cloudprovider.v1.ProbeRequest
-	(*ProbeResponse)(nil),                   // 9: ccmrs.cloudprovider.v1.ProbeResponse
-	nil,                                     // 10: ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
+	(UnclassedServices)(0),                  // 0: ccmrs.cloudprovider.v1.UnclassedServices
+	(Capability)(0),                         // 1: ccmrs.cloudprovider.v1.Capability
+	(ProbeState)(0),                         // 2: ccmrs.cloudprovider.v1.ProbeState
+	(*GetProviderInfoRequest)(nil),          // 3: ccmrs.cloudprovider.v1.GetProviderInfoRequest
+	(*GetProviderInfoResponse)(nil),         // 4: ccmrs.cloudprovider.v1.GetProviderInfoResponse
+	(*GetProviderCapabilitiesRequest)(nil),  // 5: ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
+	(*GetProviderCapabilitiesResponse)(nil), // 6: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
+	(*AnnotationSchema)(nil),                // 7: ccmrs.cloudprovider.v1.AnnotationSchema
+	(*AnnotationDescription)(nil),           // 8: ccmrs.cloudprovider.v1.AnnotationDescription
+	(*ProbeRequest)(nil),                    // 9: ccmrs.cloudprovider.v1.ProbeRequest
+	(*ProbeResponse)(nil),                   // 10: ccmrs.cloudprovider.v1.ProbeResponse
+	nil,                                     // 11: ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
 }
 var file_ccmrs_cloudprovider_v1_identity_proto_depIdxs = []int32{
-	10, // 0: ccmrs.cloudprovider.v1.GetProviderInfoResponse.manifest:type_name -> ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
-	0,  // 1: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.capabilities:type_name -> ccmrs.cloudprovider.v1.Capability
-	6,  // 2: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.annotations:type_name -> ccmrs.cloudprovider.v1.AnnotationSchema
-	7,  // 3: ccmrs.cloudprovider.v1.AnnotationSchema.descriptions:type_name -> ccmrs.cloudprovider.v1.AnnotationDescription
-	1,  // 4: ccmrs.cloudprovider.v1.ProbeResponse.state:type_name -> ccmrs.cloudprovider.v1.ProbeState
-	2,  // 5: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:input_type -> ccmrs.cloudprovider.v1.GetProviderInfoRequest
-	4,  // 6: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:input_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
-	8,  // 7: ccmrs.cloudprovider.v1.IdentityService.Probe:input_type -> ccmrs.cloudprovider.v1.ProbeRequest
-	3,  // 8: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:output_type -> ccmrs.cloudprovider.v1.GetProviderInfoResponse
-	5,  // 9: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:output_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
-	9,  // 10: ccmrs.cloudprovider.v1.IdentityService.Probe:output_type -> ccmrs.cloudprovider.v1.ProbeResponse
-	8,  // [8:11] is the sub-list for method output_type
-	5,  // [5:8] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 0: ccmrs.cloudprovider.v1.GetProviderInfoResponse.manifest:type_name -> ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry
+	0,  // 1: ccmrs.cloudprovider.v1.GetProviderInfoResponse.unclassed_services:type_name -> ccmrs.cloudprovider.v1.UnclassedServices
+	1,  // 2: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.capabilities:type_name -> ccmrs.cloudprovider.v1.Capability
+	7,  // 3: ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse.annotations:type_name -> ccmrs.cloudprovider.v1.AnnotationSchema
+	8,  // 4: ccmrs.cloudprovider.v1.AnnotationSchema.descriptions:type_name -> ccmrs.cloudprovider.v1.AnnotationDescription
+	2,  // 5: ccmrs.cloudprovider.v1.ProbeResponse.state:type_name -> ccmrs.cloudprovider.v1.ProbeState
+	3,  // 6: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:input_type -> ccmrs.cloudprovider.v1.GetProviderInfoRequest
+	5,  // 7: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:input_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest
+	9,  // 8: ccmrs.cloudprovider.v1.IdentityService.Probe:input_type -> ccmrs.cloudprovider.v1.ProbeRequest
+	4,  // 9: ccmrs.cloudprovider.v1.IdentityService.GetProviderInfo:output_type -> ccmrs.cloudprovider.v1.GetProviderInfoResponse
+	6,  // 10: ccmrs.cloudprovider.v1.IdentityService.GetProviderCapabilities:output_type -> ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse
+	10, // 11: ccmrs.cloudprovider.v1.IdentityService.Probe:output_type -> ccmrs.cloudprovider.v1.ProbeResponse
+	9,  // [9:12] is the sub-list for method output_type
+	6,  // [6:9] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ccmrs_cloudprovider_v1_identity_proto_init() }
@@ -799,7 +907,7 @@ func file_ccmrs_cloudprovider_v1_identity_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ccmrs_cloudprovider_v1_identity_proto_rawDesc), len(file_ccmrs_cloudprovider_v1_identity_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,

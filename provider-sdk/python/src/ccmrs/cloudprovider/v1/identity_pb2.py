@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%ccmrs/cloudprovider/v1/identity.proto\x12\x16\x63\x63mrs.cloudprovider.v1\"\x18\n\x16GetProviderInfoRequest\"\xc4\x02\n\x17GetProviderInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0evendor_version\x18\x02 \x01(\t\x12\x1a\n\x12provider_id_scheme\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\t\x12\x1b\n\x0ehas_cluster_id\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12O\n\x08manifest\x18\x06 \x03(\x0b\x32=.ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry\x12\x1b\n\x13provider_id_schemes\x18\x07 \x03(\t\x1a/\n\rManifestEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x11\n\x0f_has_cluster_id\"<\n\x1eGetProviderCapabilitiesRequest\x12\x1a\n\x12\x63ontroller_version\x18\x01 \x01(\t\"\x9a\x01\n\x1fGetProviderCapabilitiesResponse\x12\x38\n\x0c\x63\x61pabilities\x18\x01 \x03(\x0e\x32\".ccmrs.cloudprovider.v1.Capability\x12=\n\x0b\x61nnotations\x18\x02 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.AnnotationSchema\"}\n\x10\x41nnotationSchema\x12\x10\n\x08prefixes\x18\x01 \x03(\t\x12\x12\n\nknown_keys\x18\x02 \x03(\t\x12\x43\n\x0c\x64\x65scriptions\x18\x03 \x03(\x0b\x32-.ccmrs.cloudprovider.v1.AnnotationDescription\"u\n\x15\x41nnotationDescription\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\nvalue_type\x18\x03 \x01(\t\x12\x15\n\rdefault_value\x18\x04 \x01(\t\x12\x0f\n\x07\x65xample\x18\x05 \x01(\t\"\x0e\n\x0cProbeRequest\"S\n\rProbeResponse\x12\x31\n\x05state\x18\x01 \x01(\x0e\x32\".ccmrs.cloudprovider.v1.ProbeState\x12\x0f\n\x07message\x18\x02 \x01(\t*\xb0\x02\n\nCapability\x12\x1a\n\x16\x43\x41PABILITY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41PABILITY_INSTANCES\x10\x01\x12\x1d\n\x19\x43\x41PABILITY_LOAD_BALANCERS\x10\x02\x12\"\n\x1e\x43\x41PABILITY_LIST_LOAD_BALANCERS\x10\x03\x12\x15\n\x11\x43\x41PABILITY_ROUTES\x10\x04\x12+\n\'CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES\x10\x05\x12\x14\n\x10\x43\x41PABILITY_ZONES\x10\x06\x12\x17\n\x13\x43\x41PABILITY_CLUSTERS\x10\x07\x12\x1c\n\x18\x43\x41PABILITY_VOLUME_LABELS\x10\x08\x12\x18\n\x14\x43\x41PABILITY_NODE_SETS\x10\t*u\n\nProbeState\x12\x1b\n\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROBE_STATE_NOT_READY\x10\x01\x12\x18\n\x14PROBE_STATE_STARTING\x10\x02\x12\x15\n\x11PROBE_STATE_READY\x10\x03\x32\xe8\x02\n\x0fIdentityService\x12r\n\x0fGetProviderInfo\x12..ccmrs.cloudprovider.v1.GetProviderInfoRequest\x1a/.ccmrs.cloudprovider.v1.GetProviderInfoResponse\x12\x8a\x01\n\x17GetProviderCapabilities\x12\x36.ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest\x1a\x37.ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse\x12T\n\x05Probe\x12$.ccmrs.cloudprovider.v1.ProbeRequest\x1a%.ccmrs.cloudprovider.v1.ProbeResponseB\xa1\x01\n io.github.ccmrs.cloudprovider.v1B\rIdentityProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%ccmrs/cloudprovider/v1/identity.proto\x12\x16\x63\x63mrs.cloudprovider.v1\"\x18\n\x16GetProviderInfoRequest\"\xbd\x03\n\x17GetProviderInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0evendor_version\x18\x02 \x01(\t\x12\x1a\n\x12provider_id_scheme\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\t\x12\x1b\n\x0ehas_cluster_id\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12O\n\x08manifest\x18\x06 \x03(\x0b\x32=.ccmrs.cloudprovider.v1.GetProviderInfoResponse.ManifestEntry\x12\x1b\n\x13provider_id_schemes\x18\x07 \x03(\t\x12\x1d\n\x15load_balancer_classes\x18\x08 \x03(\t\x12\x45\n\x12unclassed_services\x18\t \x01(\x0e\x32).ccmrs.cloudprovider.v1.UnclassedServices\x12\x11\n\tplatforms\x18\n \x03(\t\x1a/\n\rManifestEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x11\n\x0f_has_cluster_id\"<\n\x1eGetProviderCapabilitiesRequest\x12\x1a\n\x12\x63ontroller_version\x18\x01 \x01(\t\"\x9a\x01\n\x1fGetProviderCapabilitiesResponse\x12\x38\n\x0c\x63\x61pabilities\x18\x01 \x03(\x0e\x32\".ccmrs.cloudprovider.v1.Capability\x12=\n\x0b\x61nnotations\x18\x02 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.AnnotationSchema\"}\n\x10\x41nnotationSchema\x12\x10\n\x08prefixes\x18\x01 \x03(\t\x12\x12\n\nknown_keys\x18\x02 \x03(\t\x12\x43\n\x0c\x64\x65scriptions\x18\x03 \x03(\x0b\x32-.ccmrs.cloudprovider.v1.AnnotationDescription\"u\n\x15\x41nnotationDescription\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\nvalue_type\x18\x03 \x01(\t\x12\x15\n\rdefault_value\x18\x04 \x01(\t\x12\x0f\n\x07\x65xample\x18\x05 \x01(\t\"\x0e\n\x0cProbeRequest\"S\n\rProbeResponse\x12\x31\n\x05state\x18\x01 \x01(\x0e\x32\".ccmrs.cloudprovider.v1.ProbeState\x12\x0f\n\x07message\x18\x02 \x01(\t*w\n\x11UnclassedServices\x12\"\n\x1eUNCLASSED_SERVICES_UNSPECIFIED\x10\x00\x12\x1d\n\x19UNCLASSED_SERVICES_SERVED\x10\x01\x12\x1f\n\x1bUNCLASSED_SERVICES_DECLINED\x10\x02*\xb0\x02\n\nCapability\x12\x1a\n\x16\x43\x41PABILITY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41PABILITY_INSTANCES\x10\x01\x12\x1d\n\x19\x43\x41PABILITY_LOAD_BALANCERS\x10\x02\x12\"\n\x1e\x43\x41PABILITY_LIST_LOAD_BALANCERS\x10\x03\x12\x15\n\x11\x43\x41PABILITY_ROUTES\x10\x04\x12+\n\'CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES\x10\x05\x12\x14\n\x10\x43\x41PABILITY_ZONES\x10\x06\x12\x17\n\x13\x43\x41PABILITY_CLUSTERS\x10\x07\x12\x1c\n\x18\x43\x41PABILITY_VOLUME_LABELS\x10\x08\x12\x18\n\x14\x43\x41PABILITY_NODE_SETS\x10\t*u\n\nProbeState\x12\x1b\n\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROBE_STATE_NOT_READY\x10\x01\x12\x18\n\x14PROBE_STATE_STARTING\x10\x02\x12\x15\n\x11PROBE_STATE_READY\x10\x03\x32\xe8\x02\n\x0fIdentityService\x12r\n\x0fGetProviderInfo\x12..ccmrs.cloudprovider.v1.GetProviderInfoRequest\x1a/.ccmrs.cloudprovider.v1.GetProviderInfoResponse\x12\x8a\x01\n\x17GetProviderCapabilities\x12\x36.ccmrs.cloudprovider.v1.GetProviderCapabilitiesRequest\x1a\x37.ccmrs.cloudprovider.v1.GetProviderCapabilitiesResponse\x12T\n\x05Probe\x12$.ccmrs.cloudprovider.v1.ProbeRequest\x1a%.ccmrs.cloudprovider.v1.ProbeResponseB\xa1\x01\n io.github.ccmrs.cloudprovider.v1B\rIdentityProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,28 +34,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n io.github.ccmrs.cloudprovider.v1B\rIdentityProtoP\001ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\252\002\026CcmRs.CloudProvider.V1'
   _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._loaded_options = None
   _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._serialized_options = b'8\001'
-  _globals['_CAPABILITY']._serialized_start=985
-  _globals['_CAPABILITY']._serialized_end=1289
-  _globals['_PROBESTATE']._serialized_start=1291
-  _globals['_PROBESTATE']._serialized_end=1408
+  _globals['_UNCLASSEDSERVICES']._serialized_start=1105
+  _globals['_UNCLASSEDSERVICES']._serialized_end=1224
+  _globals['_CAPABILITY']._serialized_start=1227
+  _globals['_CAPABILITY']._serialized_end=1531
+  _globals['_PROBESTATE']._serialized_start=1533
+  _globals['_PROBESTATE']._serialized_end=1650
   _globals['_GETPROVIDERINFOREQUEST']._serialized_start=65
   _globals['_GETPROVIDERINFOREQUEST']._serialized_end=89
   _globals['_GETPROVIDERINFORESPONSE']._serialized_start=92
-  _globals['_GETPROVIDERINFORESPONSE']._serialized_end=416
-  _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._serialized_start=350
-  _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._serialized_end=397
-  _globals['_GETPROVIDERCAPABILITIESREQUEST']._serialized_start=418
-  _globals['_GETPROVIDERCAPABILITIESREQUEST']._serialized_end=478
-  _globals['_GETPROVIDERCAPABILITIESRESPONSE']._serialized_start=481
-  _globals['_GETPROVIDERCAPABILITIESRESPONSE']._serialized_end=635
-  _globals['_ANNOTATIONSCHEMA']._serialized_start=637
-  _globals['_ANNOTATIONSCHEMA']._serialized_end=762
-  _globals['_ANNOTATIONDESCRIPTION']._serialized_start=764
-  _globals['_ANNOTATIONDESCRIPTION']._serialized_end=881
-  _globals['_PROBEREQUEST']._serialized_start=883
-  _globals['_PROBEREQUEST']._serialized_end=897
-  _globals['_PROBERESPONSE']._serialized_start=899
-  _globals['_PROBERESPONSE']._serialized_end=982
-  _globals['_IDENTITYSERVICE']._serialized_start=1411
-  _globals['_IDENTITYSERVICE']._serialized_end=1771
+  _globals['_GETPROVIDERINFORESPONSE']._serialized_end=537
+  _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._serialized_start=471
+  _globals['_GETPROVIDERINFORESPONSE_MANIFESTENTRY']._serialized_end=518
+  _globals['_GETPROVIDERCAPABILITIESREQUEST']._serialized_start=539
+  _globals['_GETPROVIDERCAPABILITIESREQUEST']._serialized_end=599
+  _globals['_GETPROVIDERCAPABILITIESRESPONSE']._serialized_start=602
+  _globals['_GETPROVIDERCAPABILITIESRESPONSE']._serialized_end=756
+  _globals['_ANNOTATIONSCHEMA']._serialized_start=758
+  _globals['_ANNOTATIONSCHEMA']._serialized_end=883
+  _globals['_ANNOTATIONDESCRIPTION']._serialized_start=885
+  _globals['_ANNOTATIONDESCRIPTION']._serialized_end=1002
+  _globals['_PROBEREQUEST']._serialized_start=1004
+  _globals['_PROBEREQUEST']._serialized_end=1018
+  _globals['_PROBERESPONSE']._serialized_start=1020
+  _globals['_PROBERESPONSE']._serialized_end=1103
+  _globals['_IDENTITYSERVICE']._serialized_start=1653
+  _globals['_IDENTITYSERVICE']._serialized_end=2013
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class UnclassedServices(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UNCLASSED_SERVICES_UNSPECIFIED: _ClassVar[UnclassedServices]
+    UNCLASSED_SERVICES_SERVED: _ClassVar[UnclassedServices]
+    UNCLASSED_SERVICES_DECLINED: _ClassVar[UnclassedServices]
+
 class Capability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CAPABILITY_UNSPECIFIED: _ClassVar[Capability]
@@ -26,6 +32,9 @@ class ProbeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROBE_STATE_NOT_READY: _ClassVar[ProbeState]
     PROBE_STATE_STARTING: _ClassVar[ProbeState]
     PROBE_STATE_READY: _ClassVar[ProbeState]
+UNCLASSED_SERVICES_UNSPECIFIED: UnclassedServices
+UNCLASSED_SERVICES_SERVED: UnclassedServices
+UNCLASSED_SERVICES_DECLINED: UnclassedServices
 CAPABILITY_UNSPECIFIED: Capability
 CAPABILITY_INSTANCES: Capability
 CAPABILITY_LOAD_BALANCERS: Capability
@@ -46,7 +55,7 @@ class GetProviderInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetProviderInfoResponse(_message.Message):
-    __slots__ = ("name", "vendor_version", "provider_id_scheme", "contract_version", "has_cluster_id", "manifest", "provider_id_schemes")
+    __slots__ = ("name", "vendor_version", "provider_id_scheme", "contract_version", "has_cluster_id", "manifest", "provider_id_schemes", "load_balancer_classes", "unclassed_services", "platforms")
     class ManifestEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +70,9 @@ class GetProviderInfoResponse(_message.Message):
     HAS_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_ID_SCHEMES_FIELD_NUMBER: _ClassVar[int]
+    LOAD_BALANCER_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    UNCLASSED_SERVICES_FIELD_NUMBER: _ClassVar[int]
+    PLATFORMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     vendor_version: str
     provider_id_scheme: str
@@ -68,7 +80,10 @@ class GetProviderInfoResponse(_message.Message):
     has_cluster_id: bool
     manifest: _containers.ScalarMap[str, str]
     provider_id_schemes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., vendor_version: _Optional[str] = ..., provider_id_scheme: _Optional[str] = ..., contract_version: _Optional[str] = ..., has_cluster_id: _Optional[bool] = ..., manifest: _Optional[_Mapping[str, str]] = ..., provider_id_schemes: _Optional[_Iterable[str]] = ...) -> None: ...
+    load_balancer_classes: _containers.RepeatedScalarFieldContainer[str]
+    unclassed_services: UnclassedServices
+    platforms: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., vendor_version: _Optional[str] = ..., provider_id_scheme: _Optional[str] = ..., contract_version: _Optional[str] = ..., has_cluster_id: _Optional[bool] = ..., manifest: _Optional[_Mapping[str, str]] = ..., provider_id_schemes: _Optional[_Iterable[str]] = ..., load_balancer_classes: _Optional[_Iterable[str]] = ..., unclassed_services: _Optional[_Union[UnclassedServices, str]] = ..., platforms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetProviderCapabilitiesRequest(_message.Message):
     __slots__ = ("controller_version",)
