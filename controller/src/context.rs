@@ -14,6 +14,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
 use crate::manager::metrics::ControllerMetrics;
+use crate::providers::{Scope, ScopedProvider};
 
 /// Settings and clients of one running controller.
 pub struct Context {
@@ -25,12 +26,15 @@ pub struct Context {
     /// The field manager of this controller's writes.
     pub manager: &'static str,
     pub metrics: ControllerMetrics,
+    /// Which Nodes and Services are this controller's provider's
+    /// (everything, with one provider).
+    pub scope: Scope,
 }
 
 impl Context {
     pub fn new(
         client: Client,
-        provider: ProviderClient,
+        provider: ScopedProvider,
         nodes: Store<Node>,
         cluster_name: String,
         manager: &'static str,
@@ -52,12 +56,13 @@ impl Context {
         );
         Arc::new(Context {
             client,
-            provider,
+            provider: provider.client,
             nodes,
             cluster_name,
             events,
             manager,
             metrics,
+            scope: provider.scope,
         })
     }
 

@@ -9,6 +9,8 @@
 //! - [`context`], [`request_id`]: what every controller is handed, and the
 //!   request id its provider calls carry.
 //! - [`k8s`]: Kubernetes helpers the controllers share.
+//! - [`providers`]: which provider answers for which Node and Service
+//!   when several are configured.
 //! - [`telemetry`]: optional OTLP export of the reconcile spans.
 
 #[cfg(test)]
@@ -20,6 +22,7 @@ pub mod controllers;
 pub mod k8s;
 pub mod manager;
 pub mod provider_info;
+pub mod providers;
 pub mod request_id;
 pub mod telemetry;
 #[cfg(test)]

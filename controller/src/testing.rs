@@ -163,7 +163,7 @@ pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) 
     let mut registry = prometheus_client::registry::Registry::default();
     Context::new(
         client,
-        provider,
+        crate::providers::ScopedProvider::single(provider),
         store,
         "kubernetes".into(),
         "test-controller",

@@ -45,6 +45,8 @@ pub struct Shared {
     pub metrics: ControllerMetrics,
     /// `--dry-run-writes`: Events are counted, not published.
     pub dry_run: Option<crate::manager::dry_run::DryRun>,
+    /// The provider's share of the cluster (all of it, with one provider).
+    pub scope: crate::providers::Scope,
 }
 
 /// The controller `name` as one task that runs until the process stops.
@@ -59,7 +61,10 @@ pub fn start(
 ) -> BoxFuture<'static, ()> {
     let ctx = Context::new(
         shared.client.clone(),
-        shared.provider.clone(),
+        crate::providers::ScopedProvider {
+            client: shared.provider.clone(),
+            scope: shared.scope.clone(),
+        },
         shared.nodes.clone(),
         args.cluster_name.clone(),
         name.canonical(),

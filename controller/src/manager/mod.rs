@@ -240,6 +240,7 @@ impl Manager {
             node_changes: watch.changes(),
             metrics: self.controller_metrics.clone(),
             dry_run: self.dry_run.clone(),
+            scope: crate::providers::Scope::single(),
         };
         let mut synced = watch.synced();
         let subscribers = watch.subscribers();

@@ -150,7 +150,7 @@ mod tests {
         let metrics = crate::manager::metrics::ControllerMetrics::register(&mut registry);
         let ctx = Context::new(
             client,
-            provider.client.clone(),
+            crate::providers::ScopedProvider::single(provider.client.clone()),
             kube::runtime::reflector::store().0,
             "kubernetes".into(),
             "pv-label-controller",

@@ -31,6 +31,7 @@ impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I
             contract_version: proto::CONTRACT_VERSION.to_owned(),
             has_cluster_id: info.has_cluster_id,
             manifest: info.manifest.into_iter().collect(),
+            ..Default::default()
         };
         // A provider bug must not reach the controller as a valid answer.
         validate::provider_id_schemes(&answer).map_err(bad_answer("an invalid identity"))?;
