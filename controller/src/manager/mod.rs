@@ -120,8 +120,7 @@ impl Provider {
     /// only for the default provider (volumes carry no owner to route by),
     /// node-route unless `--provider-routes NAME=false`.
     fn enabled(&self, enabled: &[ControllerName]) -> Vec<ControllerName> {
-        let table = self.scope.routing().read();
-        let default = table.default_name() == Some(self.name.as_str());
+        let default = self.scope.routing().read().default_name() == Some(self.name.as_str());
         enabled
             .iter()
             .copied()
