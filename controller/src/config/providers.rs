@@ -31,10 +31,9 @@ pub struct ProvidersArgs {
     #[arg(long, value_name = "NAME=SELECTOR", value_parser = keyed(|s| LabelSelector::parse(s).map_err(|e| e.to_string())))]
     pub provider_node_selector: Vec<(String, LabelSelector)>,
 
-    /// KEP-5778 platforms a provider manages, comma-separated, in addition
-    /// to those it declares itself: Nodes whose
-    /// cloudprovider.kubernetes.io/platform label (or annotation) names one
-    /// are its. Once per provider.
+    /// Platforms a provider manages, comma-separated, in addition to those
+    /// it declares itself: Nodes whose cloudprovider.kubernetes.io/platform
+    /// label (or annotation) names one are its. Once per provider.
     #[arg(long, value_name = "NAME=PLATFORM,…", value_parser = keyed(platforms))]
     pub cloud_provider_platforms: Vec<(String, Vec<String>)>,
 
@@ -266,9 +265,7 @@ fn platforms(s: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for p in s.split(',').map(str::trim) {
         if !is_dns_label(p) {
-            return Err(format!(
-                "{p:?} is not a platform name (a DNS label, as KEP-5778 has them)"
-            ));
+            return Err(format!("{p:?} is not a platform name (a DNS label)"));
         }
         if !out.iter().any(|q| q == p) {
             out.push(p.to_owned());
