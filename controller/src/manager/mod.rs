@@ -695,3 +695,59 @@ mod faults {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{Member, Table};
+    use ControllerName::*;
+
+    fn provider(routing: &Routing, name: &str, hybrid: bool) -> Provider {
+        let mut registry = prometheus_client::registry::Registry::default();
+        Provider {
+            name: name.into(),
+            endpoint: "unix:///nonexistent.sock".into(),
+            client: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
+                .unwrap(),
+            scope: Scope::new(routing.clone(), name),
+            metrics: metrics::ControllerMetrics::register(&mut registry),
+            label: if hybrid {
+                metrics::ProviderLabel::named(name)
+            } else {
+                metrics::ProviderLabel::default()
+            },
+            running: None,
+        }
+    }
+
+    /// pv-label for the default provider only; node-route unless
+    /// `--provider-routes NAME=false`; names qualified with several
+    /// providers only.
+    #[tokio::test]
+    async fn what_each_provider_runs_and_its_names() {
+        let all = [CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute, PvLabel];
+        let mut cloud = Member::new("cloud");
+        cloud.routes = false;
+        let routing: Routing = Arc::new(RwLock::new(
+            Table::hybrid(vec![Member::new("onprem"), cloud], Some("onprem")).unwrap(),
+        ));
+        let onprem = provider(&routing, "onprem", true);
+        let cloud = provider(&routing, "cloud", true);
+        assert_eq!(onprem.enabled(&all), all);
+        assert_eq!(
+            cloud.enabled(&all),
+            [CloudNode, CloudNodeLifecycle, ServiceLb]
+        );
+        assert_eq!(cloud.task(CloudNode), "cloud-node-controller:cloud");
+
+        let none: Routing = Arc::new(RwLock::new(
+            Table::hybrid(vec![Member::new("a")], None).unwrap(),
+        ));
+        assert!(!provider(&none, "a", true).enabled(&all).contains(&PvLabel));
+
+        let single: Routing = Arc::new(RwLock::new(Table::single()));
+        let one = provider(&single, "default", false);
+        assert_eq!(one.enabled(&all), all);
+        assert_eq!(one.task(ServiceLb), "service-lb-controller");
+    }
+}
