@@ -32,9 +32,13 @@ impl ScopedProvider {
 /// with one, so single-provider installations keep every name they had.
 /// Names are `'static` where they are used (supervised tasks, health
 /// checks, work queues); each distinct one is kept once for the process's
-/// life, and there are at most a few per configured provider.
+/// life, and there are at most a few per configured provider. A name
+/// already qualified for `provider` is returned as it is.
 pub fn qualified(name: &'static str, provider: &str, hybrid: bool) -> &'static str {
-    if !hybrid {
+    let already = name
+        .strip_suffix(provider)
+        .is_some_and(|n| n.ends_with(':'));
+    if !hybrid || already {
         return name;
     }
     static NAMES: std::sync::LazyLock<
