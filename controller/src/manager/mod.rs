@@ -554,7 +554,12 @@ impl Manager {
         );
         #[cfg(feature = "fault-injection")]
         let task = faults::maybe_panic(c, self.opts.faults.inject_panic, task);
-        supervisor.spawn(task_name, task);
+        if p.hybrid() {
+            let provider: Arc<str> = p.name.as_str().into();
+            supervisor.spawn(task_name, crate::request_id::PROVIDER.scope(provider, task));
+        } else {
+            supervisor.spawn(task_name, task);
+        }
     }
 }
 
