@@ -28,26 +28,26 @@ pub struct ProvidersArgs {
     /// The Nodes a provider owns when neither their providerID nor their
     /// platform decides: a label selector in kubectl's syntax (k=v, k!=v,
     /// k, !k, k in (a,b), k notin (a,b); commas join). Once per provider.
-    #[arg(long, value_name = "NAME=SELECTOR", value_parser = keyed(|s| LabelSelector::parse(s).map_err(|e| e.to_string())))]
+    #[arg(long, global = true, value_name = "NAME=SELECTOR", value_parser = keyed(|s| LabelSelector::parse(s).map_err(|e| e.to_string())))]
     pub provider_node_selector: Vec<(String, LabelSelector)>,
 
     /// Platforms a provider manages, comma-separated, in addition to those
     /// it declares itself: Nodes whose cloudprovider.kubernetes.io/platform
     /// label (or annotation) names one are its. Once per provider.
-    #[arg(long, value_name = "NAME=PLATFORM,…", value_parser = keyed(platforms))]
+    #[arg(long, global = true, value_name = "NAME=PLATFORM,…", value_parser = keyed(platforms))]
     pub cloud_provider_platforms: Vec<(String, Vec<String>)>,
 
     /// Which Nodes are the backends of a provider's load balancers: all
     /// (upstream's rules over every Node), owned (only the Nodes it owns) or
     /// selector:SELECTOR (only the Nodes matching). Once per provider.
     /// [default: all]
-    #[arg(long, value_name = "NAME=all|owned|selector:SELECTOR", value_parser = keyed(backends))]
+    #[arg(long, global = true, value_name = "NAME=all|owned|selector:SELECTOR", value_parser = keyed(backends))]
     pub provider_load_balancer_backends: Vec<(String, Backends)>,
 
     /// Whether a provider routes the pod CIDRs of the Nodes it owns (with
     /// --configure-cloud-routes and a provider that has routes). Once per
     /// provider. [default: true]
-    #[arg(long, value_name = "NAME=true|false", value_parser = keyed(super::compat::go_bool))]
+    #[arg(long, global = true, value_name = "NAME=true|false", value_parser = keyed(super::compat::go_bool))]
     pub provider_routes: Vec<(String, bool)>,
 }
 
@@ -488,7 +488,7 @@ mod tests {
         }
     }
 
-    /// `provider info` takes the providers after its name too.
+    /// `provider info` takes the providers' flags after its name too.
     #[test]
     fn the_provider_subcommands_take_the_providers() {
         let o = Options::try_parse_from([
@@ -498,6 +498,10 @@ mod tests {
             "--provider=a=unix:///a.sock",
             "--provider=b=unix:///b.sock",
             "--default-provider=b",
+            "--provider-node-selector=a=x",
+            "--cloud-provider-platforms=a=p",
+            "--provider-load-balancer-backends=b=owned",
+            "--provider-routes=b=false",
         ])
         .unwrap();
         let p = o.providers().unwrap();
