@@ -9,14 +9,16 @@ use std::time::Duration;
 
 use ccm_provider_sdk::client::CallObserver;
 use parking_lot::Mutex;
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
+    EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder, MetricEncoder,
 };
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Metric;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -213,36 +215,56 @@ pub struct SweepLabels {
 /// providers the series are read per provider at scrape time, by these.
 pub const SWEEP_RESULTS: [&str; 2] = ["complete", "failed"];
 
-/// The names and help texts of [`ControllerMetrics`] (prometheus-client
-/// appends `_total` to counters).
-const LB_SYNCS: (&str, &str) = (
-    "service_controller_loadbalancer_sync",
-    "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
-);
-const NODESYNC_ERRORS: (&str, &str) = (
-    "service_controller_nodesync_error",
-    "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
-);
-const NODESYNC_LATENCY: (&str, &str) = (
-    "service_controller_nodesync_latency_seconds",
-    "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
-);
-const ROUTE_SYNCS: (&str, &str) = (
-    "route_controller_route_sync",
-    "A metric counting the amount of times routes have been synced with the cloud provider",
-);
-const ORPHAN_SWEEPS: (&str, &str) = (
-    "ccm_load_balancer_orphan_sweeps",
-    "Passes of the load balancer orphan sweeper by result (complete, failed)",
-);
-const ORPHANS_DELETED: (&str, &str) = (
-    "ccm_load_balancer_orphans_deleted",
-    "Load balancers of this cluster deleted because no Service wants them",
-);
-const EVENTS_DROPPED: (&str, &str) = (
-    "ccm_events_dropped",
-    "Events not written because a controller's event queue was full",
-);
+/// Registers [`ControllerMetrics`]' series under their names, as plain
+/// metrics (one provider) or labelled by provider (several).
+/// prometheus-client appends `_total` to counters.
+#[allow(clippy::too_many_arguments)]
+fn register_series<C: Metric, H: Metric, S: Metric>(
+    registry: &mut Registry,
+    lb_syncs: C,
+    nodesync_errors: C,
+    nodesync_latency: H,
+    route_syncs: C,
+    orphan_sweeps: S,
+    orphans_deleted: C,
+    events_dropped: C,
+) {
+    registry.register(
+        "service_controller_loadbalancer_sync",
+        "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+        lb_syncs,
+    );
+    registry.register(
+        "service_controller_nodesync_error",
+        "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+        nodesync_errors,
+    );
+    registry.register(
+        "service_controller_nodesync_latency_seconds",
+        "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
+        nodesync_latency,
+    );
+    registry.register(
+        "route_controller_route_sync",
+        "A metric counting the amount of times routes have been synced with the cloud provider",
+        route_syncs,
+    );
+    registry.register(
+        "ccm_load_balancer_orphan_sweeps",
+        "Passes of the load balancer orphan sweeper by result (complete, failed)",
+        orphan_sweeps,
+    );
+    registry.register(
+        "ccm_load_balancer_orphans_deleted",
+        "Load balancers of this cluster deleted because no Service wants them",
+        orphans_deleted,
+    );
+    registry.register(
+        "ccm_events_dropped",
+        "Events not written because a controller's event queue was full",
+        events_dropped,
+    );
+}
 
 fn nodesync_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 15))
@@ -261,25 +283,16 @@ impl ControllerMetrics {
             orphans_deleted: Counter::default(),
             events_dropped: Counter::default(),
         };
-        registry.register(LB_SYNCS.0, LB_SYNCS.1, m.lb_syncs.clone());
-        registry.register(
-            NODESYNC_ERRORS.0,
-            NODESYNC_ERRORS.1,
+        register_series(
+            registry,
+            m.lb_syncs.clone(),
             m.nodesync_errors.clone(),
-        );
-        registry.register(
-            NODESYNC_LATENCY.0,
-            NODESYNC_LATENCY.1,
             m.nodesync_latency.clone(),
-        );
-        registry.register(ROUTE_SYNCS.0, ROUTE_SYNCS.1, m.route_syncs.clone());
-        registry.register(ORPHAN_SWEEPS.0, ORPHAN_SWEEPS.1, m.orphan_sweeps.clone());
-        registry.register(
-            ORPHANS_DELETED.0,
-            ORPHANS_DELETED.1,
+            m.route_syncs.clone(),
+            m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
+            m.events_dropped.clone(),
         );
-        registry.register(EVENTS_DROPPED.0, EVENTS_DROPPED.1, m.events_dropped.clone());
         m
     }
 }
@@ -302,15 +315,17 @@ pub struct LabelledControllerMetrics {
     nodesync_errors: Family<ProviderLabel, Counter>,
     nodesync_latency: Family<ProviderLabel, Histogram>,
     route_syncs: Family<ProviderLabel, Counter>,
-    orphan_sweeps: Arc<ProviderSweeps>,
+    orphan_sweeps: ProviderSweeps,
     orphans_deleted: Family<ProviderLabel, Counter>,
     events_dropped: Family<ProviderLabel, Counter>,
 }
 
 /// Each provider's `orphan_sweeps` family (its type is the one the
-/// sweeper counts into), encoded with a `provider` label at scrape time.
-#[derive(Debug, Default)]
-pub struct ProviderSweeps(Mutex<Vec<(String, Family<SweepLabels, Counter>)>>);
+/// sweeper counts into), encoded as one family with a `provider` label.
+#[derive(Clone, Debug, Default)]
+pub struct ProviderSweeps(Arc<Mutex<Vec<(String, SweepFamily)>>>);
+
+type SweepFamily = Family<SweepLabels, Counter>;
 
 impl ProviderSweeps {
     fn of(&self, provider: &str) -> Family<SweepLabels, Counter> {
@@ -324,26 +339,22 @@ impl ProviderSweeps {
     }
 }
 
-impl Collector for ProviderSweeps {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        let all = self.0.lock();
-        let mut metric = encoder.encode_descriptor(
-            ORPHAN_SWEEPS.0,
-            ORPHAN_SWEEPS.1,
-            None,
-            prometheus_client::metrics::MetricType::Counter,
-        )?;
-        for (provider, family) in all.iter() {
+impl EncodeMetric for ProviderSweeps {
+    fn encode(&self, mut encoder: MetricEncoder) -> std::fmt::Result {
+        for (provider, family) in self.0.lock().iter() {
             for result in SWEEP_RESULTS {
                 let Some(count) = family.get(&SweepLabels { result }).map(|c| c.get()) else {
                     continue;
                 };
                 let labels = [("result", result), ("provider", provider.as_str())];
-                prometheus_client::metrics::counter::ConstCounter::new(count)
-                    .encode(metric.encode_family(&labels)?)?;
+                ConstCounter::new(count).encode(encoder.encode_family(&labels)?)?;
             }
         }
         Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
     }
 }
 
@@ -359,29 +370,20 @@ impl ControllerMetricsByProvider {
             nodesync_errors: Family::default(),
             nodesync_latency: Family::new_with_constructor(nodesync_histogram),
             route_syncs: Family::default(),
-            orphan_sweeps: Arc::default(),
+            orphan_sweeps: ProviderSweeps::default(),
             orphans_deleted: Family::default(),
             events_dropped: Family::default(),
         };
-        registry.register(LB_SYNCS.0, LB_SYNCS.1, m.lb_syncs.clone());
-        registry.register(
-            NODESYNC_ERRORS.0,
-            NODESYNC_ERRORS.1,
+        register_series(
+            registry,
+            m.lb_syncs.clone(),
             m.nodesync_errors.clone(),
-        );
-        registry.register(
-            NODESYNC_LATENCY.0,
-            NODESYNC_LATENCY.1,
             m.nodesync_latency.clone(),
-        );
-        registry.register(ROUTE_SYNCS.0, ROUTE_SYNCS.1, m.route_syncs.clone());
-        registry.register_collector(Box::new(m.orphan_sweeps.clone()));
-        registry.register(
-            ORPHANS_DELETED.0,
-            ORPHANS_DELETED.1,
+            m.route_syncs.clone(),
+            m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
+            m.events_dropped.clone(),
         );
-        registry.register(EVENTS_DROPPED.0, EVENTS_DROPPED.1, m.events_dropped.clone());
         ControllerMetricsByProvider::Hybrid(Box::new(m))
     }
 
