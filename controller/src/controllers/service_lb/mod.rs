@@ -387,4 +387,6 @@ pub async fn run(
 }
 
 #[cfg(test)]
+mod hybrid_tests;
+#[cfg(test)]
 mod tests;
