@@ -198,7 +198,7 @@ pub(super) async fn follow_nodes(
         lb.ctx
             .metrics
             .queues
-            .processed("node", pass.elapsed(), false);
+            .processed(lb.queues.nodes, pass.elapsed(), false);
         if updated > 0 {
             tracing::info!(
                 services = updated,

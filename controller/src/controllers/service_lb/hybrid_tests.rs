@@ -1002,3 +1002,21 @@ async fn with_one_provider_writes_are_unconditional_and_name_no_provider() {
     assert!(cluster.patches().iter().all(|p| p.written));
     assert!(finalizers(&cluster.view("web")).is_empty());
 }
+
+#[test]
+fn each_provider_has_its_own_queues() {
+    assert_eq!(
+        Queues::of(None),
+        Queues {
+            services: "service",
+            nodes: "node"
+        }
+    );
+    assert_eq!(
+        Queues::of(Some("cloud")),
+        Queues {
+            services: "service:cloud",
+            nodes: "node:cloud"
+        }
+    );
+}

@@ -69,6 +69,28 @@ struct Backends {
     digest: decide::BackendDigest,
 }
 
+/// See [`Lb::queues`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Queues {
+    services: &'static str,
+    nodes: &'static str,
+}
+
+impl Queues {
+    fn of(provider: Option<&str>) -> Queues {
+        // Made once per instance, one instance per configured provider:
+        // the leak is bounded, and metric labels must be `'static`.
+        let named = |queue: &'static str| match provider {
+            None => queue,
+            Some(p) => Box::leak(format!("{queue}:{p}").into_boxed_str()),
+        };
+        Queues {
+            services: named("service"),
+            nodes: named("node"),
+        }
+    }
+}
+
 /// The controller's state beside the shared [`Context`].
 pub struct Lb {
     ctx: Arc<Context>,
@@ -78,6 +100,10 @@ pub struct Lb {
     /// The provider's name, on every log line and Event, with several
     /// providers; `None` with one (its lines and Events are as before).
     provider_name: Option<String>,
+    /// The work queues' names (`workqueue_*{name=…}`): the Services' and
+    /// the backend loop's, upstream's with one provider, `<name>:<provider>`
+    /// with several (docs/hybrid.md).
+    queues: Queues,
     records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Record>>>>,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
@@ -108,6 +134,7 @@ impl Lb {
             .then(|| ctx.scope.provider().to_owned());
         Arc::new(Lb {
             finalizer: ctx.scope.finalizer(),
+            queues: Queues::of(provider_name.as_deref()),
             provider_name,
             ctx,
             node_generation,
@@ -377,7 +404,7 @@ pub async fn run(
     );
     let routing = routing::follow(lb.clone(), store.clone(), backend_changes);
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = super::runner(&lb.ctx, lb.clone(), "service")
+    let controller = super::runner(&lb.ctx, lb.clone(), lb.queues.services)
         .store(store.clone())
         .changes(services)
         .resyncs(resync_requests)
