@@ -20,7 +20,7 @@ async fn reports_identity_capabilities_probe_and_clusters() {
         .await
         .unwrap();
     assert_eq!(report["name"], "fake");
-    assert_eq!(report["contract_version"], "1.2.0");
+    assert_eq!(report["contract_version"], "1.3.0");
     assert_eq!(report["provider_id_schemes"], serde_json::json!(["fake"]));
     assert_eq!(report["probe"]["state"], "READY");
     let caps = report["capabilities"].as_array().unwrap();
