@@ -135,48 +135,60 @@ The PromQL matchers of the controller's series, for the alerts.
 {{- end }}
 
 {{/*
-The provider sidecar: a regular container, or with
-provider.nativeSidecar an init container with restartPolicy Always
-(Kubernetes 1.29+), which starts before the controller and stops after it.
+The provider sidecar of one provider: a regular container, or with
+nativeSidecar an init container with restartPolicy Always (Kubernetes
+1.29+), which starts before the controller and stops after it. A dict:
+  root       the chart's root context
+  p          the provider's values (provider, or an entry of providers,
+             whose resources default to provider.resources)
+  container  the container's name
+  image      the image reference
+  socket     the socket's file name in the shared directory
+  probePath  the controller's path relaying the provider's health
+  accessKey  the clusterAccess value's name, for a comment
 */}}
-{{- define "ccm-rs.provider" -}}
-- name: provider
-  image: {{ include "ccm-rs.providerImage" . | quote }}
-  imagePullPolicy: {{ .Values.provider.image.pullPolicy }}
+{{- define "ccm-rs.providerContainer" -}}
+{{- $root := .root -}}
+{{- $p := .p -}}
+{{- $access := dig "clusterAccess" "enabled" false $p -}}
+{{- $probe := $p.livenessProbe | default dict -}}
+- name: {{ .container }}
+  image: {{ .image | quote }}
+  imagePullPolicy: {{ $p.image.pullPolicy | default "IfNotPresent" }}
   args:
-    - "--endpoint=unix:///var/run/cloud-provider/provider.sock"
-    {{- range .Values.provider.args }}
+    - {{ printf "--endpoint=unix:///var/run/cloud-provider/%s" .socket | quote }}
+    {{- range $p.args }}
     - {{ . | quote }}
     {{- end }}
-  {{- if or .Values.provider.clusterAccess.enabled .Values.provider.extraEnv }}
+  {{- if or $access $p.extraEnv }}
   env:
-    {{- if .Values.provider.clusterAccess.enabled }}
-    # The kubeconfig the controller writes (provider.clusterAccess).
+    {{- if $access }}
+    # The kubeconfig the controller writes ({{ .accessKey }}).
     - name: KUBECONFIG
-      value: {{ printf "%s/kubeconfig" (include "ccm-rs.providerAccessDir" .) | quote }}
+      value: {{ printf "%s/kubeconfig" (include "ccm-rs.providerAccessDir" $root) | quote }}
     {{- end }}
-    {{- with .Values.provider.extraEnv }}
+    {{- with $p.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
   {{- end }}
-  {{- if .Values.provider.credentialsSecret }}
+  {{- if $p.credentialsSecret }}
   envFrom:
     - secretRef:
-        name: {{ .Values.provider.credentialsSecret | quote }}
+        name: {{ $p.credentialsSecret | quote }}
   {{- end }}
   # The kubelet cannot probe a Unix socket: the controller relays
   # the provider's grpc.health.v1 on its secure port (same pod
   # network). A controller down for 30 s restarts the provider too.
   livenessProbe:
     httpGet:
-      path: /livez/provider
-      port: {{ .Values.controller.securePort }}
+      path: {{ .probePath }}
+      port: {{ $root.Values.controller.securePort }}
       scheme: HTTPS
-    initialDelaySeconds: 15
-    periodSeconds: 10
-    timeoutSeconds: 3
-    failureThreshold: 3
-  {{- with .Values.provider.resources }}
+    initialDelaySeconds: {{ ternary $probe.initialDelaySeconds 15 (hasKey $probe "initialDelaySeconds") }}
+    periodSeconds: {{ ternary $probe.periodSeconds 10 (hasKey $probe "periodSeconds") }}
+    timeoutSeconds: {{ ternary $probe.timeoutSeconds 3 (hasKey $probe "timeoutSeconds") }}
+    failureThreshold: {{ ternary $probe.failureThreshold 3 (hasKey $probe "failureThreshold") }}
+  {{- with $p.resources | default $root.Values.provider.resources }}
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
@@ -188,15 +200,166 @@ provider.nativeSidecar an init container with restartPolicy Always
   volumeMounts:
     - name: provider-socket
       mountPath: /var/run/cloud-provider
-    {{- if .Values.provider.clusterAccess.enabled }}
+    {{- if $access }}
     - name: provider-cluster-access
-      mountPath: {{ include "ccm-rs.providerAccessDir" . }}
+      mountPath: {{ include "ccm-rs.providerAccessDir" $root }}
       readOnly: true
     {{- end }}
-    {{- with .Values.provider.extraVolumeMounts }}
+    {{- with $p.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- if .Values.provider.nativeSidecar }}
+  {{- if $p.nativeSidecar }}
   restartPolicy: Always
   {{- end }}
+{{- end }}
+
+{{/*
+The one provider (provider): container "provider" on provider.sock.
+*/}}
+{{- define "ccm-rs.provider" -}}
+{{- include "ccm-rs.providerContainer" (dict "root" . "p" .Values.provider "container" "provider" "image" (include "ccm-rs.providerImage" .) "socket" "provider.sock" "probePath" "/livez/provider" "accessKey" "provider.clusterAccess") -}}
+{{- end }}
+
+{{/*
+The sidecars of providers (hybrid mode) that are (native "true") or are
+not (native "") native sidecars: container provider-<name> on <name>.sock,
+its liveness through the controller's /livez/provider:<name>.
+*/}}
+{{- define "ccm-rs.hybridProviders" -}}
+{{- $root := .root -}}
+{{- range $root.Values.providers }}
+{{- if eq (ternary "true" "" (dig "nativeSidecar" false .)) $.native }}
+{{ include "ccm-rs.providerContainer" (dict "root" $root "p" . "container" (printf "provider-%s" .name) "image" (include "ccm-rs.image" (list .image $root)) "socket" (printf "%s.sock" .name) "probePath" (printf "/livez/provider:%s" .name) "accessKey" "providers[].clusterAccess") }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" in hybrid mode: providers (a list) is given, and replaces provider.
+*/}}
+{{- define "ccm-rs.hybrid" -}}
+{{- if .Values.providers -}}true{{- end -}}
+{{- end }}
+
+{{/*
+"true" when a provider has cluster access: provider.clusterAccess.enabled,
+or in hybrid mode any entry's clusterAccess.enabled (they share the one
+provider ServiceAccount and kubeconfig).
+*/}}
+{{- define "ccm-rs.providerAccess" -}}
+{{- if include "ccm-rs.hybrid" . -}}
+{{- range .Values.providers -}}
+{{- if dig "clusterAccess" "enabled" false . -}}true{{- end -}}
+{{- end -}}
+{{- else if .Values.provider.clusterAccess.enabled -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+The default provider of hybrid mode: defaultProvider when given ("" for
+none), else the first entry's name.
+*/}}
+{{- define "ccm-rs.defaultProvider" -}}
+{{- if kindIs "invalid" .Values.defaultProvider -}}
+{{- (index .Values.providers 0).name -}}
+{{- else -}}
+{{- .Values.defaultProvider -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Hybrid mode's guards: providers and provider are alternatives, names are
+unique, defaultProvider names an entry (and is given only with
+providers), volume names are unique.
+*/}}
+{{- define "ccm-rs.checkProviders" -}}
+{{- if include "ccm-rs.hybrid" . -}}
+{{- $p := .Values.provider | default dict -}}
+{{- $set := list -}}
+{{- range $k := list "repository" "tag" "digest" -}}
+{{- if dig "image" $k "" $p -}}{{- $set = append $set (printf "provider.image.%s" $k) -}}{{- end -}}
+{{- end -}}
+{{- range $k := list "args" "extraEnv" "credentialsSecret" "extraVolumeMounts" "nativeSidecar" -}}
+{{- if index $p $k -}}{{- $set = append $set (printf "provider.%s" $k) -}}{{- end -}}
+{{- end -}}
+{{- if dig "clusterAccess" "enabled" false $p -}}{{- $set = append $set "provider.clusterAccess.enabled" -}}{{- end -}}
+{{- with $set -}}
+{{- fail (printf "providers and provider are alternatives: providers (a list, several providers) replaces provider (one provider), but %s is set too; move it into an entry of providers or leave providers empty" (join ", " .)) -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range .Values.providers -}}
+{{- if has .name $names -}}
+{{- fail (printf "providers: the name %q is given twice" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- $default := include "ccm-rs.defaultProvider" . -}}
+{{- if and $default (not (has $default $names)) -}}
+{{- fail (printf "defaultProvider %q names no entry of providers (%s); set it empty for no default provider" $default (join ", " $names)) -}}
+{{- end -}}
+{{- $volumes := list "kube-api-access" "provider-socket" "provider-cluster-access" -}}
+{{- range (concat .Values.extraVolumes (include "ccm-rs.providerVolumes" . | fromYamlArray)) -}}
+{{- if has .name $volumes -}}
+{{- fail (printf "the volume name %q is used twice (extraVolumes, providers[].extraVolumes, or a volume of the chart)" .name) -}}
+{{- end -}}
+{{- $volumes = append $volumes .name -}}
+{{- end -}}
+{{- else if not (kindIs "invalid" .Values.defaultProvider) -}}
+{{- fail "defaultProvider is only for providers (several providers); with provider (one provider) it is that one" -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The volumes of every entry of providers (providers[].extraVolumes), as a
+YAML list.
+*/}}
+{{- define "ccm-rs.providerVolumes" -}}
+{{- $all := list -}}
+{{- range .Values.providers -}}
+{{- $all = concat $all (.extraVolumes | default list) -}}
+{{- end -}}
+{{- toYaml $all -}}
+{{- end }}
+
+{{/*
+The controller's flags naming the providers in hybrid mode: one
+--provider per entry (its socket in the shared directory), the default
+provider, and each entry's routing flags when the entry sets them.
+*/}}
+{{- define "ccm-rs.hybridArgs" -}}
+{{- range .Values.providers }}
+- {{ printf "--provider=%s=unix:///var/run/cloud-provider/%s.sock" .name .name | quote }}
+{{- end }}
+- {{ printf "--default-provider=%s" (include "ccm-rs.defaultProvider" .) | quote }}
+{{- range .Values.providers }}
+{{- if .nodeSelector }}
+- {{ printf "--provider-node-selector=%s=%s" .name .nodeSelector | quote }}
+{{- end }}
+{{- if .platforms }}
+- {{ printf "--cloud-provider-platforms=%s=%s" .name (join "," .platforms) | quote }}
+{{- end }}
+{{- if .loadBalancerBackends }}
+- {{ printf "--provider-load-balancer-backends=%s=%s" .name .loadBalancerBackends | quote }}
+{{- end }}
+{{- if hasKey . "routes" }}
+- {{ printf "--provider-routes=%s=%t" .name .routes | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The paths the secure port serves without a token: the probes', each
+provider's liveness included.
+*/}}
+{{- define "ccm-rs.alwaysAllowPaths" -}}
+{{- if include "ccm-rs.hybrid" . -}}
+{{- $paths := list "/healthz" "/readyz" "/livez" -}}
+{{- range .Values.providers -}}
+{{- $paths = append $paths (printf "/livez/provider:%s" .name) -}}
+{{- end -}}
+{{- join "," $paths -}}
+{{- else -}}
+/healthz,/readyz,/livez,/livez/provider
+{{- end -}}
 {{- end }}

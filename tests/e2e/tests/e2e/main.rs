@@ -24,6 +24,7 @@ mod deploy_manifests;
 mod harness;
 mod helm_chart;
 mod hybrid;
+mod hybrid_core;
 mod kube_client;
 mod leader_election;
 mod local_provider;

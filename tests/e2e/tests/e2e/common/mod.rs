@@ -4,11 +4,13 @@
 //! one way to reach that apiserver, [`ControlPlane`], which holds the lock.
 
 mod control_plane;
+mod golden;
 mod harness;
 mod provider;
 
 pub use control_plane::ControlPlane;
 pub(crate) use control_plane::{Existing, delete_created};
+pub use golden::{Rendered, check_golden};
 pub use harness::{Harness, args_for, run_controller};
 pub use provider::{Provider, process_identity};
 

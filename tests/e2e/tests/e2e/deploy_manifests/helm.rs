@@ -5,7 +5,7 @@ use super::*;
 
 use super::pod::{
     check_daemonset, check_deployment, check_local_provider_pod, check_provider_access,
-    controller_args, pod_spec,
+    controller_args, pod_spec, providers_with_access, routing_flags,
 };
 
 #[test]
@@ -194,5 +194,205 @@ fn helm_provider_cluster_access_renders_its_rbac_and_directory_and_passes_server
             .map(|d| d["kind"].as_str().unwrap())
             .collect::<Vec<_>>(),
         ["PodDisruptionBudget", "Deployment"]
+    );
+}
+
+/// Several providers (the chart's example): one sidecar and one socket
+/// each, the controller told of each, the local provider's sidecar the
+/// same as with it alone (values-local.yaml) but for its name, socket and
+/// liveness path; as a DaemonSet too.
+#[test]
+fn helm_hybrid_example_runs_one_sidecar_per_provider_and_passes_server_side_dry_run() {
+    let rendered = helm_template_hybrid(&[HYBRID_EXAMPLE]);
+    let docs = docs(&rendered);
+    let deployment = find(&docs, "Deployment");
+    check_deployment(deployment);
+    check_rbac(&docs);
+    check_labels(&docs);
+    assert!(!check_provider_access(deployment));
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert!(
+        !docs.iter().any(|d| d["kind"] == "PodDisruptionBudget"),
+        "one replica"
+    );
+    let args = controller_args(deployment);
+    assert_eq!(
+        routing_flags(&args),
+        [
+            "--provider=onprem=unix:///var/run/cloud-provider/onprem.sock",
+            "--provider=cloud=unix:///var/run/cloud-provider/cloud.sock",
+            "--default-provider=onprem",
+            "--cloud-provider-platforms=cloud=cloud",
+        ]
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("--provider-endpoint")),
+        "{args:?}"
+    );
+    let pod = pod_spec(deployment);
+    let names: Vec<&str> = strings(&pod["containers"], Some("name"));
+    assert_eq!(
+        names,
+        [
+            "cloud-controller-manager",
+            "provider-onprem",
+            "provider-cloud"
+        ]
+    );
+    assert!(pod["initContainers"].is_null());
+    let cloud = &pod["containers"][2];
+    assert_eq!(cloud["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+    let cloud_args = strings(&cloud["args"], None);
+    for want in [
+        "--load-balancer-class=example.com/cloud",
+        "--unclassed-services=declined",
+    ] {
+        assert!(cloud_args.contains(&want), "{cloud_args:?}");
+    }
+    // The local provider's sidecar, as with it alone.
+    let alone = docs_of_local();
+    let mut onprem = pod["containers"][1].clone();
+    let single = &pod_spec(find(&alone, "Deployment"))["containers"][1];
+    onprem["name"] = single["name"].clone();
+    onprem["args"][0] = single["args"][0].clone();
+    onprem["livenessProbe"]["httpGet"]["path"] = single["livenessProbe"]["httpGet"]["path"].clone();
+    assert_eq!(&onprem, single);
+    assert_eq!(
+        strings(&pod["volumes"], Some("name")),
+        [
+            "kube-api-access",
+            "provider-socket",
+            "inventory",
+            "provider-state"
+        ]
+    );
+    dry_run_applies(
+        &docs,
+        &[
+            "deployment.apps/cloud-controller-manager",
+            "serviceaccount/cloud-controller-manager",
+        ],
+    );
+    // A DaemonSet runs the same pod.
+    let daemonset = crate::common::docs(&helm_template_hybrid(&[
+        HYBRID_EXAMPLE,
+        "--set=kind=DaemonSet",
+    ]));
+    let ds = find(&daemonset, "DaemonSet");
+    check_daemonset(ds);
+    assert_eq!(pod_spec(ds)["containers"], pod["containers"]);
+    dry_run_applies(&daemonset, &["daemonset.apps/cloud-controller-manager"]);
+}
+
+fn docs_of_local() -> Vec<Value> {
+    docs(&helm_template(&[
+        "--values=deploy/helm/ccm-rs/values-local.yaml",
+    ]))
+}
+
+/// Every per-provider value reaches its flag or its sidecar: a native
+/// sidecar, cluster access for one provider (the shared provider
+/// ServiceAccount, mounted into that sidecar only), images by digest,
+/// probe timings, resources (by default provider.resources'), the
+/// routing flags, and no default provider.
+#[test]
+fn helm_hybrid_options_reach_the_flags_and_sidecars_and_pass_server_side_dry_run() {
+    let docs = docs(&helm_template_hybrid(&[&value_set("hybrid-options")]));
+    let deployment = find(&docs, "Deployment");
+    check_deployment(deployment);
+    check_rbac_of(
+        &docs,
+        &Rbac {
+            provider_access: true,
+            ..BASE_RBAC
+        },
+    );
+    check_labels(&docs);
+    assert_eq!(providers_with_access(deployment), ["onprem"]);
+    let args = controller_args(deployment);
+    assert_eq!(
+        routing_flags(&args),
+        [
+            "--provider=onprem=unix:///var/run/cloud-provider/onprem.sock",
+            "--provider=cloud=unix:///var/run/cloud-provider/cloud.sock",
+            "--provider=edge=unix:///var/run/cloud-provider/edge.sock",
+            "--default-provider=",
+            "--provider-node-selector=onprem=node.example.com/site=dc1",
+            "--provider-load-balancer-backends=onprem=owned",
+            "--provider-routes=onprem=false",
+            "--cloud-provider-platforms=cloud=cloud,cloud-arm",
+            "--provider-load-balancer-backends=cloud=selector:topology.kubernetes.io/region in (eu-1,eu-2),!node.example.com/site",
+            "--provider-routes=cloud=true",
+            "--provider-node-selector=edge=node.example.com/edge",
+        ]
+    );
+    assert!(args.contains(&"--cluster-cidr=10.244.0.0/16"), "{args:?}");
+    let pod = pod_spec(deployment);
+    // onprem: a native sidecar, by digest, its own probe timings.
+    let onprem = &pod["initContainers"][0];
+    assert_eq!(onprem["name"], "provider-onprem");
+    assert_eq!(onprem["restartPolicy"], "Always");
+    assert_eq!(
+        onprem["image"],
+        "registry.example.com/onprem-provider@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+    assert_eq!(onprem["imagePullPolicy"], "Always");
+    let probe = [
+        "initialDelaySeconds",
+        "periodSeconds",
+        "timeoutSeconds",
+        "failureThreshold",
+    ]
+    .map(|k| onprem["livenessProbe"][k].as_u64().unwrap());
+    assert_eq!(probe, [30, 10, 3, 5]);
+    assert_eq!(onprem["resources"]["requests"]["cpu"], "50m");
+    assert!(onprem["resources"]["limits"].is_null(), "given, not merged");
+    assert_eq!(
+        strings(&pod["containers"], Some("name")),
+        [
+            "cloud-controller-manager",
+            "provider-cloud",
+            "provider-edge"
+        ]
+    );
+    // cloud: its secrets and its volume reach it only.
+    let cloud = &pod["containers"][1];
+    assert_eq!(cloud["image"], "registry.example.com/cloud-provider:2.0.1");
+    assert_eq!(cloud["env"][0]["name"], "CLOUD_TOKEN");
+    assert_eq!(cloud["envFrom"][0]["secretRef"]["name"], "cloud-extra");
+    assert_eq!(
+        strings(&cloud["volumeMounts"], Some("mountPath")),
+        ["/var/run/cloud-provider", "/etc/cloud"]
+    );
+    for other in [onprem, &pod["containers"][0], &pod["containers"][2]] {
+        assert!(
+            other["envFrom"].is_null(),
+            "{}",
+            other["name"].as_str().unwrap()
+        );
+    }
+    // edge: the defaults.
+    let edge = &pod["containers"][2];
+    assert_eq!(edge["args"].as_sequence().unwrap().len(), 1);
+    assert_eq!(edge["resources"]["requests"]["cpu"], "20m");
+    assert_eq!(edge["resources"]["limits"]["memory"], "256Mi");
+    assert_eq!(edge["livenessProbe"]["initialDelaySeconds"], 15);
+    assert_eq!(
+        strings(&pod["volumes"], Some("name")),
+        [
+            "kube-api-access",
+            "provider-socket",
+            "provider-cluster-access",
+            "cloud-config"
+        ]
+    );
+    dry_run_applies(
+        &docs,
+        &[
+            "deployment.apps/cloud-controller-manager",
+            "serviceaccount/cloud-controller-manager-provider",
+            "clusterrole.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider",
+            "role.rbac.authorization.k8s.io/ccm-rs:cloud-controller-manager:provider-token",
+        ],
     );
 }

@@ -1,20 +1,60 @@
-//! The kustomize overlays (deploy/overlays).
+//! The kustomize overlays (deploy/overlays): golden files of their
+//! output, and each checked and dry-run applied.
 
 use super::*;
 
-use super::pod::{check_deployment, check_local_provider_pod, check_provider_access};
+use super::pod::{
+    check_deployment, check_local_provider_pod, check_provider_access, controller_args, pod_spec,
+    routing_flags,
+};
+use crate::common::{Rendered, check_golden};
 
-/// `kubectl kustomize deploy/overlays/<overlay>`, checked and dry-run
-/// applied (with `applied_too` among what the apiserver accepted); the
-/// Deployment for further checks.
-fn overlay(name: &str, applied_too: &[&str]) -> Value {
-    let rendered = run(
+/// `kubectl kustomize deploy/overlays/<overlay>`.
+fn kustomize(name: &str) -> String {
+    run(
         Command::new(tool("kubectl"))
             .args(["kustomize", &format!("deploy/overlays/{name}")])
             .current_dir(repo()),
         None,
+    )
+}
+
+/// The overlay, checked and dry-run applied (with `applied_too` among what
+/// the apiserver accepted); the Deployment for further checks.
+fn overlay(name: &str, applied_too: &[&str]) -> Value {
+    check_rendered(&kustomize(name), &BASE_RBAC, applied_too)
+}
+
+const GOLDEN: &str = "tests/e2e/golden/kustomize";
+
+/// Every overlay's output equals its golden file
+/// (tests/e2e/golden/kustomize/<overlay>.yaml), so a change to the base or
+/// an overlay shows in review as the manifests it changes.
+#[test]
+fn kustomize_overlays_match_the_golden_files() {
+    let mut overlays: Vec<String> = std::fs::read_dir(repo().join("deploy/overlays"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    overlays.sort();
+    assert_eq!(
+        overlays,
+        ["fake", "hybrid", "local"],
+        "a new overlay is a case"
     );
-    check_rendered(&rendered, &BASE_RBAC, applied_too)
+    let rendered: Vec<Rendered> = overlays
+        .iter()
+        .map(|name| Rendered {
+            name: name.clone(),
+            from: format!("`kubectl kustomize deploy/overlays/{name}`"),
+            output: kustomize(name),
+        })
+        .collect();
+    check_golden(
+        GOLDEN,
+        &rendered,
+        "cargo test -p ccm-e2e --test e2e kustomize_overlays_match_the_golden_files",
+    );
 }
 
 /// The checks of [`overlay`] on a rendered kustomization.
@@ -100,4 +140,87 @@ fn provider_cluster_access_component_renders_and_passes_server_side_dry_run() {
     // The rest of the pod is the overlay's.
     let provider = &d["spec"]["template"]["spec"]["containers"][1];
     assert_eq!(provider["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+}
+
+/// Two providers (deploy/overlays/hybrid): the local overlay's provider as
+/// "onprem" (the default) and the fake as "cloud", one sidecar and one
+/// socket each; the controller's other flags are the base's, and the
+/// controller is told what the Helm chart's example tells it.
+#[test]
+fn hybrid_overlay_runs_one_sidecar_per_provider_and_passes_server_side_dry_run() {
+    let d = overlay("hybrid", &["configmap/local-provider-inventory"]);
+    assert_eq!(d["spec"]["replicas"], 1, "the local provider's data path");
+    let args = controller_args(&d);
+    let routing = routing_flags(&args);
+    assert_eq!(
+        routing,
+        [
+            "--provider=onprem=unix:///var/run/cloud-provider/onprem.sock",
+            "--provider=cloud=unix:///var/run/cloud-provider/cloud.sock",
+            "--default-provider=onprem",
+            "--cloud-provider-platforms=cloud=cloud",
+        ]
+    );
+    // The base's flags, the providers in place of --provider-endpoint and
+    // their liveness paths allowed.
+    let base = file("deploy/base/deployment.yaml");
+    let mut expected: Vec<&str> = Vec::new();
+    for a in strings(
+        &base["spec"]["template"]["spec"]["containers"][0]["args"],
+        None,
+    ) {
+        match a {
+            "--provider-endpoint=unix:///var/run/cloud-provider/provider.sock" => {
+                expected.extend(&routing)
+            }
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/provider" => {
+                expected.push(
+                    "--authorization-always-allow-paths=/healthz,/readyz,/livez,\
+                     /livez/provider:onprem,/livez/provider:cloud",
+                )
+            }
+            other => expected.push(other),
+        }
+    }
+    assert_eq!(args, expected, "deploy/base's flags");
+    let pod = pod_spec(&d);
+    assert_eq!(
+        strings(&pod["containers"], Some("name")),
+        [
+            "cloud-controller-manager",
+            "provider-onprem",
+            "provider-cloud"
+        ]
+    );
+    // onprem: the local overlay's provider, on its own socket.
+    let local = kustomize("local");
+    let local = find(&docs(&local), "Deployment").clone();
+    let mut onprem = pod["containers"][1].clone();
+    let single = &pod_spec(&local)["containers"][1];
+    onprem["name"] = single["name"].clone();
+    onprem["args"][0] = single["args"][0].clone();
+    onprem["livenessProbe"]["httpGet"]["path"] = single["livenessProbe"]["httpGet"]["path"].clone();
+    assert_eq!(&onprem, single);
+    // cloud: set up as the base's provider, with the fake's image and flags.
+    let mut cloud = pod["containers"][2].clone();
+    assert_eq!(cloud["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+    let cloud_args = strings(&cloud["args"], None);
+    for want in [
+        "--load-balancer-class=example.com/cloud",
+        "--unclassed-services=declined",
+    ] {
+        assert!(cloud_args.contains(&want), "{cloud_args:?}");
+    }
+    let base_provider = &base["spec"]["template"]["spec"]["containers"][1];
+    for key in ["name", "image", "args"] {
+        cloud[key] = base_provider[key].clone();
+    }
+    cloud["livenessProbe"]["httpGet"]["path"] = "/livez/provider".into();
+    assert_eq!(&cloud, base_provider);
+    // What the chart's example tells the controller.
+    let chart = docs(&helm_template_hybrid(&[HYBRID_EXAMPLE]));
+    assert_eq!(
+        routing_flags(&controller_args(find(&chart, "Deployment"))),
+        routing
+    );
 }

@@ -248,6 +248,15 @@ fn strings<'a>(items: &'a Value, field: Option<&str>) -> Vec<&'a str> {
 /// `helm template` of the chart with `values` (flags), as the release
 /// `ccm` in kube-system.
 fn helm_template(values: &[&str]) -> String {
+    // No default provider image: the fake provider unless `values` names
+    // another.
+    let provider = ["--values=tests/e2e/golden/helm/values/default.yaml"];
+    helm_template_hybrid(&[&provider[..], values].concat())
+}
+
+/// `helm template` with `values` alone: several providers (`providers`),
+/// which the chart refuses together with the fake provider's `provider`.
+fn helm_template_hybrid(values: &[&str]) -> String {
     run(
         Command::new(tool("helm"))
             .args([
@@ -255,15 +264,15 @@ fn helm_template(values: &[&str]) -> String {
                 "ccm",
                 "deploy/helm/ccm-rs",
                 "--namespace=kube-system",
-                // No default provider image: the fake provider unless
-                // `values` names another.
-                "--values=tests/e2e/golden/helm/values/default.yaml",
             ])
             .args(values)
             .current_dir(repo()),
         None,
     )
 }
+
+/// The chart's example of several providers (hybrid mode).
+const HYBRID_EXAMPLE: &str = "--values=deploy/helm/ccm-rs/examples/hybrid.yaml";
 
 /// `--values=` a value set of tests/e2e/golden/helm/values.
 fn value_set(name: &str) -> String {

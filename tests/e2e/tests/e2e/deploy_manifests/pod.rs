@@ -69,16 +69,15 @@ pub(super) fn check_pod(d: &Value) {
         uninitialized["operator"], "Exists",
         "any value of the taint is tolerated, as upstream's manifests do"
     );
-    // The provider: a regular container, or a native sidecar (an init
-    // container that keeps running).
+    // The providers: regular containers, or native sidecars (init
+    // containers that keep running).
     let containers = containers_of(pod);
-    assert_eq!(containers.len(), 2, "controller + provider sidecar");
-    let named = |name: &str| {
-        *containers
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no container {name}"))
-    };
+    let sidecars = provider_sidecars(d);
+    assert_eq!(
+        containers.len(),
+        1 + sidecars.len(),
+        "the controller + one sidecar per provider"
+    );
     for c in &containers {
         let sc = &c["securityContext"];
         assert_eq!(
@@ -94,7 +93,7 @@ pub(super) fn check_pod(d: &Value) {
             mounts
                 .iter()
                 .any(|m| m["mountPath"] == "/var/run/cloud-provider"),
-            "both share the socket directory"
+            "all share the socket directory"
         );
     }
     let controller = &pod["containers"][0];
@@ -142,49 +141,134 @@ pub(super) fn check_pod(d: &Value) {
         strings(&controller["volumeMounts"], Some("mountPath")).contains(&TOKEN_DIR),
         "the controller reads its token where in-cluster clients look"
     );
-    let provider = named("provider");
-    // Its liveness through the controller's secure port, which lets the
-    // probe in without a token.
-    let probe = &provider["livenessProbe"]["httpGet"];
-    assert_eq!(probe["path"], "/livez/provider");
-    assert_eq!(probe["port"], 10258);
-    assert_eq!(probe["scheme"], "HTTPS");
-    assert!(
-        strings(&controller["args"], None).contains(
-            &"--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/provider"
-        ),
-        "{:?}",
-        controller["args"]
-    );
-    for mount in strings(&provider["volumeMounts"], Some("mountPath")) {
+    let args = strings(&controller["args"], None);
+    let mut always_allowed = vec!["/healthz", "/readyz", "/livez"];
+    for sidecar in &sidecars {
+        let provider = sidecar.container;
+        let name = provider["name"].as_str().unwrap();
+        // It serves where the controller connects.
+        assert_eq!(
+            provider["args"][0].as_str(),
+            Some(format!("--endpoint=unix://{}", sidecar.socket).as_str()),
+            "{name}"
+        );
         assert!(
-            !mount.starts_with("/var/run/secrets/kubernetes.io"),
-            "the provider must not see a cluster token: {mount}"
+            sidecar.socket.starts_with("/var/run/cloud-provider/"),
+            "{name}: the socket in the shared directory"
+        );
+        // Its liveness through the controller's secure port, which lets
+        // the probe in without a token.
+        let probe = &provider["livenessProbe"]["httpGet"];
+        assert_eq!(probe["path"], sidecar.probe_path.as_str(), "{name}");
+        assert_eq!(probe["port"], 10258, "{name}");
+        assert_eq!(probe["scheme"], "HTTPS", "{name}");
+        always_allowed.push(sidecar.probe_path.as_str());
+        for mount in strings(&provider["volumeMounts"], Some("mountPath")) {
+            assert!(
+                !mount.starts_with("/var/run/secrets/kubernetes.io"),
+                "{name} must not see a cluster token: {mount}"
+            );
+        }
+        assert!(
+            provider["volumeMounts"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .all(|m| m["name"] != "kube-api-access"),
+            "{name} must not mount the token volume"
         );
     }
-    assert!(
-        provider["volumeMounts"]
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .all(|m| m["name"] != "kube-api-access"),
-        "the provider must not mount the token volume"
+    let sockets: std::collections::BTreeSet<&str> =
+        sidecars.iter().map(|s| s.socket.as_str()).collect();
+    assert_eq!(sockets.len(), sidecars.len(), "one socket per provider");
+    let always_allowed = format!(
+        "--authorization-always-allow-paths={}",
+        always_allowed.join(",")
     );
+    assert!(args.contains(&always_allowed.as_str()), "{args:?}");
     check_provider_access(d);
+}
+
+/// A provider's sidecar and what the controller expects of it.
+pub(super) struct Sidecar<'a> {
+    pub(super) name: String,
+    pub(super) container: &'a Value,
+    /// The socket's path.
+    pub(super) socket: String,
+    /// The controller's path relaying its health.
+    pub(super) probe_path: String,
+}
+
+/// The providers the controller container is given, each with its
+/// sidecar: `--provider-endpoint`, the sidecar `provider` (one provider);
+/// or one `--provider NAME=unix://PATH` each, the sidecar
+/// `provider-NAME` (several providers, hybrid mode), never both.
+pub(super) fn provider_sidecars(d: &Value) -> Vec<Sidecar<'_>> {
+    let pod = pod_spec(d);
+    let containers = containers_of(pod);
+    let container = |name: &str| {
+        *containers
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no container {name}"))
+    };
+    let args = controller_args(d);
+    let endpoint = |flag: &str| {
+        args.iter()
+            .filter_map(|a| a.strip_prefix(flag))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let single = endpoint("--provider-endpoint=unix://");
+    let several = endpoint("--provider=");
+    if several.is_empty() {
+        assert_eq!(single.len(), 1, "{args:?}");
+        return vec![Sidecar {
+            name: "default".into(),
+            container: container("provider"),
+            socket: single[0].clone(),
+            probe_path: "/livez/provider".into(),
+        }];
+    }
+    assert!(
+        single.is_empty(),
+        "--provider and --provider-endpoint: {args:?}"
+    );
+    several
+        .iter()
+        .map(|p| {
+            let (name, url) = p.split_once('=').unwrap();
+            Sidecar {
+                name: name.to_owned(),
+                container: container(&format!("provider-{name}")),
+                socket: url.strip_prefix("unix://").unwrap().to_owned(),
+                probe_path: format!("/livez/provider:{name}"),
+            }
+        })
+        .collect()
 }
 
 /// The directory of the opt-in provider cluster access.
 pub(super) const PROVIDER_ACCESS_DIR: &str = "/var/run/provider-cluster-access";
 
-/// Whether the pod gives the provider cluster access (its volume exists);
-/// if so, arranged as it must be: the controller writes into an emptyDir
-/// of its own (not the socket's) that the provider mounts read-only and
-/// finds as $KUBECONFIG; if not, no trace of it.
+/// Whether the pod gives a provider cluster access (its volume exists);
+/// see [`providers_with_access`].
 pub(super) fn check_provider_access(d: &Value) -> bool {
-    let pod = &d["spec"]["template"]["spec"];
+    !providers_with_access(d).is_empty()
+}
+
+/// The providers the pod gives cluster access, checking that it is
+/// arranged as it must be: the controller writes into an emptyDir of its
+/// own (not the socket's) that those providers mount read-only and find
+/// as $KUBECONFIG, and no other container; without any, no trace of it.
+pub(super) fn providers_with_access(d: &Value) -> Vec<String> {
+    let pod = pod_spec(d);
     let containers = containers_of(pod);
-    let container = |name: &str| *containers.iter().find(|c| c["name"] == name).unwrap();
-    let (controller, provider) = (container("cloud-controller-manager"), container("provider"));
+    let controller = *containers
+        .iter()
+        .find(|c| c["name"] == "cloud-controller-manager")
+        .unwrap();
+    let sidecars = provider_sidecars(d);
     let volume = pod["volumes"]
         .as_sequence()
         .unwrap()
@@ -212,28 +296,47 @@ pub(super) fn check_provider_access(d: &Value) -> bool {
             .find_map(|a| a.strip_prefix(&format!("--{name}=")))
             .map(str::to_owned)
     };
-    let Some(volume) = volume else {
-        assert!(mount(controller).is_none() && mount(provider).is_none());
-        assert_eq!(kubeconfig(provider), None, "no KUBECONFIG without access");
-        assert_eq!(flag("provider-service-account"), None, "{args:?}");
-        assert_eq!(flag("provider-kubeconfig-dir"), None, "{args:?}");
-        return false;
-    };
-    assert_eq!(volume["emptyDir"]["medium"], "Memory", "{volume:?}");
-    let (written, read) = (mount(controller).unwrap(), mount(provider).unwrap());
-    assert_eq!(written["mountPath"], PROVIDER_ACCESS_DIR);
-    assert_ne!(written["readOnly"], true, "the controller writes it");
-    assert_eq!(read["mountPath"], PROVIDER_ACCESS_DIR);
-    assert_eq!(read["readOnly"], true, "the provider only reads it");
+    let with_access: Vec<String> = sidecars
+        .iter()
+        .filter(|s| mount(s.container).is_some())
+        .map(|s| s.name.clone())
+        .collect();
     for c in &containers {
-        if c["name"] != "cloud-controller-manager" && c["name"] != "provider" {
+        let is_sidecar = sidecars.iter().any(|s| s.container["name"] == c["name"]);
+        if c["name"] != "cloud-controller-manager" && !is_sidecar {
             assert!(mount(c).is_none(), "{}", c["name"].as_str().unwrap());
         }
     }
-    assert_eq!(
-        kubeconfig(provider).as_deref(),
-        Some(format!("{PROVIDER_ACCESS_DIR}/kubeconfig").as_str())
-    );
+    let Some(volume) = volume else {
+        assert!(mount(controller).is_none() && with_access.is_empty());
+        for s in &sidecars {
+            assert_eq!(
+                kubeconfig(s.container),
+                None,
+                "no KUBECONFIG without access"
+            );
+        }
+        assert_eq!(flag("provider-service-account"), None, "{args:?}");
+        assert_eq!(flag("provider-kubeconfig-dir"), None, "{args:?}");
+        return with_access;
+    };
+    assert!(!with_access.is_empty(), "the volume, for no provider");
+    assert_eq!(volume["emptyDir"]["medium"], "Memory", "{volume:?}");
+    let written = mount(controller).unwrap();
+    assert_eq!(written["mountPath"], PROVIDER_ACCESS_DIR);
+    assert_ne!(written["readOnly"], true, "the controller writes it");
+    for s in &sidecars {
+        let Some(read) = mount(s.container) else {
+            assert_eq!(kubeconfig(s.container), None, "{}: no access", s.name);
+            continue;
+        };
+        assert_eq!(read["mountPath"], PROVIDER_ACCESS_DIR);
+        assert_eq!(read["readOnly"], true, "the provider only reads it");
+        assert_eq!(
+            kubeconfig(s.container).as_deref(),
+            Some(format!("{PROVIDER_ACCESS_DIR}/kubeconfig").as_str())
+        );
+    }
     assert_eq!(
         kubeconfig(controller),
         None,
@@ -248,17 +351,21 @@ pub(super) fn check_provider_access(d: &Value) -> bool {
         flag("provider-service-account").is_some_and(|sa| sa.ends_with("-provider")),
         "{args:?}"
     );
-    // What the controller parses.
-    let mut argv = vec!["cloud-controller-manager".to_owned()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    let opts =
-        <cloud_controller_manager::config::Options as clap::Parser>::try_parse_from(argv).unwrap();
-    opts.validate().unwrap();
-    assert_eq!(
-        opts.provider_access.provider_kubeconfig_dir.as_deref(),
-        Some(std::path::Path::new(PROVIDER_ACCESS_DIR))
-    );
-    true
+    // What the controller parses (one provider: the hybrid flags are the
+    // controller's own change, parsed by its tests).
+    if !args.iter().any(|a| a.starts_with("--provider=")) {
+        let mut argv = vec!["cloud-controller-manager".to_owned()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        let opts =
+            <cloud_controller_manager::config::Options as clap::Parser>::try_parse_from(argv)
+                .unwrap();
+        opts.validate().unwrap();
+        assert_eq!(
+            opts.provider_access.provider_kubeconfig_dir.as_deref(),
+            Some(std::path::Path::new(PROVIDER_ACCESS_DIR))
+        );
+    }
+    with_access
 }
 
 /// What the overlay and the Helm values for the local provider both give:
@@ -312,6 +419,22 @@ pub(super) fn pod_spec(workload: &Value) -> &Value {
 /// The controller container's arguments.
 pub(super) fn controller_args(workload: &Value) -> Vec<&str> {
     strings(&pod_spec(workload)["containers"][0]["args"], None)
+}
+
+/// The controller's flags that name providers and route to them, in order.
+pub(super) fn routing_flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    const FLAGS: [&str; 6] = [
+        "--provider=",
+        "--default-provider=",
+        "--provider-node-selector=",
+        "--cloud-provider-platforms=",
+        "--provider-load-balancer-backends=",
+        "--provider-routes=",
+    ];
+    args.iter()
+        .filter(|a| FLAGS.iter().any(|f| a.starts_with(f)))
+        .copied()
+        .collect()
 }
 
 /// A pod spec's containers, native sidecars (init containers that keep

@@ -23,13 +23,16 @@ fn can_i(env: &TestEnv, user: &str, args: &[&str]) -> bool {
     }
 }
 
-/// The chart rendered with the fake provider's values and the arguments
-/// `sets` gives for the namespace, under unique names in a new namespace,
-/// applied for real (server-side): `(namespace, fullname, rendered,
-/// applied)`.
+/// The fake provider's values.
+const FAKE_PROVIDER: &str = "--values=tests/e2e/golden/helm/values/default.yaml";
+
+/// The chart rendered with `values` and the arguments `sets` gives for the
+/// namespace, under unique names in a new namespace, applied for real
+/// (server-side): `(namespace, fullname, rendered, applied)`.
 fn install_chart(
     env: &TestEnv,
     prefix: &str,
+    values: &str,
     sets: impl FnOnce(&str) -> Vec<String>,
 ) -> (String, String, String, String) {
     let kubectl = kubectl(env);
@@ -39,7 +42,7 @@ fn install_chart(
     let rendered = run(
         Command::new(tool("helm"))
             .args(["template", "ccm", "deploy/helm/ccm-rs"])
-            .arg("--values=tests/e2e/golden/helm/values/default.yaml")
+            .arg(values)
             .arg(format!("--namespace={ns}"))
             .arg(format!("--set=fullnameOverride={name}"))
             .args(sets(&ns))
@@ -87,7 +90,7 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
     // acts on.
     let control_plane = ControlPlane::shared_blocking();
     let env = control_plane.env();
-    let (ns, name, rendered, applied) = install_chart(env, "helm-rbac", |ns| {
+    let (ns, name, rendered, applied) = install_chart(env, "helm-rbac", FAKE_PROVIDER, |ns| {
         vec![
             "--set=controller.pvLabels.enabled=true".into(),
             "--set=metrics.readerClusterRole.create=true".into(),
@@ -165,16 +168,30 @@ fn helm_rbac_installed_grants_the_controller_and_a_scraper_what_they_need() {
     uninstall_chart(env, &rendered);
 }
 
-/// provider.clusterAccess installed for real (under unique names): the
-/// provider's own account reads Nodes and nothing else; the controller
-/// may request tokens for that account only.
+/// provider.clusterAccess installed for real (under unique names), and
+/// with several providers one entry's clusterAccess: the provider's own
+/// account reads Nodes and nothing else; the controller may request tokens
+/// for that account only.
 #[test]
 fn helm_provider_cluster_access_installed_grants_reading_nodes_and_one_token() {
     let control_plane = ControlPlane::shared_blocking();
     let env = control_plane.env();
-    let (ns, name, rendered, applied) = install_chart(env, "helm-provider-access", |_| {
-        vec!["--set=provider.clusterAccess.enabled=true".into()]
-    });
+    let hybrid = value_set("hybrid-options");
+    let installs: [(&str, &str, Vec<String>); 2] = [
+        (
+            "helm-provider-access",
+            FAKE_PROVIDER,
+            vec!["--set=provider.clusterAccess.enabled=true".into()],
+        ),
+        ("helm-hybrid-access", &hybrid, vec![]),
+    ];
+    for (prefix, values, sets) in installs {
+        check_provider_access_installed(env, prefix, values, sets);
+    }
+}
+
+fn check_provider_access_installed(env: &TestEnv, prefix: &str, values: &str, sets: Vec<String>) {
+    let (ns, name, rendered, applied) = install_chart(env, prefix, values, |_| sets);
     let controller = format!("system:serviceaccount:{ns}:{name}");
     let provider_account = format!("{name}-provider");
     let provider = format!("system:serviceaccount:{ns}:{provider_account}");

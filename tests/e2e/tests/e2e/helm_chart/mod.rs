@@ -24,8 +24,13 @@ const CHART: &str = "deploy/helm/ccm-rs";
 const GOLDEN: &str = "tests/e2e/golden/helm";
 /// The chart has no default provider image: every render here starts from
 /// this values file (the fake provider), which a later values file or
-/// `--set` overrides.
+/// `--set` overrides; except a hybrid values file's (one with `providers`),
+/// which the chart refuses together with `provider`.
 const PROVIDER_VALUES: &str = "tests/e2e/golden/helm/values/default.yaml";
+/// The chart's example of several providers (hybrid mode).
+const HYBRID_EXAMPLE: &str = "deploy/helm/ccm-rs/examples/hybrid.yaml";
+/// Several providers with every per-provider value.
+const HYBRID_OPTIONS: &str = "tests/e2e/golden/helm/values/hybrid-options.yaml";
 
 /// The values sets: a name (the golden file `<name>.yaml`) and its values
 /// file, if any.
@@ -60,6 +65,8 @@ const CASES: &[(&str, Option<&str>)] = &[
         "real-ccm-aws",
         Some("deploy/helm/ccm-rs/examples/real-ccm-aws.yaml"),
     ),
+    ("hybrid", Some(HYBRID_EXAMPLE)),
+    ("hybrid-options", Some(HYBRID_OPTIONS)),
 ];
 
 fn helm() -> Command {
@@ -102,37 +109,46 @@ fn helm_err(args: &[&str]) -> String {
     String::from_utf8(out.stderr).unwrap()
 }
 
-/// `helm template` as the release `ccm` in kube-system, the way the
-/// golden files and deploy_manifests/ render it.
+/// `helm template` as the release `ccm` in kube-system with the provider
+/// values, the way the golden files and deploy_manifests/ render it.
 fn template(extra: &[&str]) -> String {
     let provider = format!("--values={PROVIDER_VALUES}");
-    helm_ok(&template_args(&provider, extra))
+    helm_ok(&template_args(&[&[provider.as_str()], extra].concat()))
 }
 
 /// `template` expected to fail: helm's stderr.
 fn template_err(extra: &[&str]) -> String {
     let provider = format!("--values={PROVIDER_VALUES}");
-    helm_err(&template_args(&provider, extra))
+    helm_err(&template_args(&[&[provider.as_str()], extra].concat()))
 }
 
-fn template_args<'a>(provider: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "template",
-        "ccm",
-        CHART,
-        "--namespace=kube-system",
-        provider,
-    ];
+/// `template` of several providers, expected to fail: `values` without the
+/// provider values; helm's stderr.
+fn template_hybrid_err(values: &[&str]) -> String {
+    helm_err(&template_args(values))
+}
+
+fn template_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["template", "ccm", CHART, "--namespace=kube-system"];
     args.extend_from_slice(extra);
     args
 }
 
-/// `--values=` the provider values, then `values` (which may override them).
+/// `--values=` the provider values, then `values` (which may override
+/// them); a hybrid values file alone.
 fn values_flag(values: Option<&str>) -> Vec<String> {
-    std::iter::once(PROVIDER_VALUES)
+    let base = (!values.is_some_and(is_hybrid)).then_some(PROVIDER_VALUES);
+    base.into_iter()
         .chain(values)
         .map(|v| format!("--values={v}"))
         .collect()
+}
+
+/// Whether the values file configures several providers (a non-empty
+/// `providers`).
+fn is_hybrid(values: &str) -> bool {
+    let v: Value = serde_yaml::from_str(&read(values)).unwrap();
+    v["providers"].as_sequence().is_some_and(|p| !p.is_empty())
 }
 
 fn read(path: &str) -> String {

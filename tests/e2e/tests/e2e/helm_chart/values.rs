@@ -149,6 +149,103 @@ fn template_guards_reject_inconsistent_values() {
     }
 }
 
+/// Several providers: the schema checks each entry, the template what the
+/// schema cannot (the two forms together, names given twice, an unknown
+/// default provider, volume names used twice).
+#[test]
+fn hybrid_values_are_checked_by_the_schema_and_the_template() {
+    let example = format!("--values={HYBRID_EXAMPLE}");
+    let long = "a".repeat(55);
+    let too_long =
+        format!(r#"--set-json=providers=[{{"name":"{long}","image":{{"repository":"x"}}}}]"#);
+    let schema: &[(&str, &str)] = &[
+        (
+            r#"--set-json=providers=[{"name":"Cloud","image":{"repository":"x"}}]"#,
+            "at '/providers/0/name'",
+        ),
+        (&too_long, "at '/providers/0/name'"),
+        (
+            r#"--set-json=providers=[{"name":"cloud"}]"#,
+            "at '/providers/0': missing property 'image'",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":""}}]"#,
+            "at '/providers/0/image/repository'",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"env":[]}]"#,
+            "at '/providers/0': additional properties 'env' not allowed",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"loadBalancerBackends":"some"}]"#,
+            "at '/providers/0/loadBalancerBackends'",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"platforms":["Cloud"]}]"#,
+            "at '/providers/0/platforms/0'",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"routes":"no"}]"#,
+            "at '/providers/0/routes'",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"livenessProbe":{"path":"/x"}}]"#,
+            "at '/providers/0/livenessProbe': additional properties 'path' not allowed",
+        ),
+        (
+            r#"--set-json=providers=[{"name":"cloud","image":{"repository":"x"},"extraVolumes":[{"emptyDir":{}}]}]"#,
+            "at '/providers/0/extraVolumes/0'",
+        ),
+        ("--set=defaultProvider=On-prem", "at '/defaultProvider'"),
+    ];
+    for (flag, want) in schema {
+        let err = template_hybrid_err(&[&example, flag]);
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(want),
+            "{flag}: want {want:?} in:\n{err}"
+        );
+    }
+    let guards: &[(&[&str], &str)] = &[
+        (
+            &[&format!("--values={PROVIDER_VALUES}"), &example],
+            "providers and provider are alternatives: providers (a list, several providers) \
+             replaces provider (one provider), but provider.image.repository is set too",
+        ),
+        (
+            &[&example, "--set=provider.clusterAccess.enabled=true"],
+            "but provider.clusterAccess.enabled is set too",
+        ),
+        (
+            &[
+                &example,
+                r#"--set-json=providers=[{"name":"a","image":{"repository":"x"}},{"name":"a","image":{"repository":"y"}}]"#,
+            ],
+            r#"providers: the name "a" is given twice"#,
+        ),
+        (
+            &[&example, "--set=defaultProvider=edge"],
+            r#"defaultProvider "edge" names no entry of providers (onprem, cloud)"#,
+        ),
+        (
+            &[
+                &example,
+                r#"--set-json=extraVolumes=[{"name":"inventory","emptyDir":{}}]"#,
+            ],
+            r#"the volume name "inventory" is used twice"#,
+        ),
+    ];
+    for (flags, want) in guards {
+        let err = template_hybrid_err(flags);
+        assert!(err.contains(want), "{flags:?}: want {want:?} in:\n{err}");
+    }
+    let err = template_err(&["--set=defaultProvider=onprem"]);
+    assert!(
+        err.contains("defaultProvider is only for providers (several providers)"),
+        "{err}"
+    );
+}
+
 /// The controller container's `--controllers` value, if rendered.
 fn controllers_flag(docs: &[Value]) -> Option<String> {
     find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -259,8 +356,9 @@ fn every_value_is_in_the_schema_and_the_readme() {
     fn closed(schema: &serde_json::Value, node: &serde_json::Value, at: &str) {
         let node = resolve(schema, node);
         if let Some(props) = node["properties"].as_object() {
-            // A Volume has one of many sources: only its name is checked.
-            let open = at == ".extraVolumes[]" && node["additionalProperties"] == true;
+            // A Volume has one of many sources: only its name is checked
+            // (the pod's extraVolumes and each provider's).
+            let open = at.ends_with(".extraVolumes[]") && node["additionalProperties"] == true;
             assert!(
                 open || node["additionalProperties"] == false,
                 "{at} accepts unknown keys"
