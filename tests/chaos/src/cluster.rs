@@ -138,7 +138,14 @@ impl Cluster {
 
     /// A `type: LoadBalancer` Service; returns its uid.
     pub async fn create_lb_service(&self, ns: &str, name: &str) -> String {
-        let svc = lb_service(name, 80);
+        self.create_service(ns, lb_service(name, 80)).await
+    }
+
+    /// Creates `svc` in `ns` (an [`lb_service`], maybe changed); returns
+    /// its uid.
+    pub async fn create_service(&self, ns: &str, svc: Service) -> String {
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        let name = name.as_str();
         let api = self.services(ns);
         let created = retrying(&format!("creating {ns}/{name}"), || async {
             match api.create(&PostParams::default(), &svc).await {
@@ -210,10 +217,36 @@ impl Cluster {
         retrying("listing Services", || api.list(&lp)).await.items
     }
 
+    /// Makes a LoadBalancer Service of one class a LoadBalancer Service of
+    /// `class` (none: the default provider's), through ClusterIP, back to
+    /// back: the class cannot change while the type stays LoadBalancer.
+    pub async fn change_class(&self, ns: &str, name: &str, class: Option<&str>) {
+        self.note(&format!("moving {ns}/{name} to class {class:?}"));
+        let api = self.services(ns);
+        for patch in [
+            json!({ "spec": { "type": "ClusterIP", "loadBalancerClass": null } }),
+            json!({ "spec": { "type": "LoadBalancer", "loadBalancerClass": class } }),
+        ] {
+            retrying(&format!("moving {ns}/{name}"), || async {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            })
+            .await
+        }
+    }
+
     /// Registers a Node as `kubelet --cloud-provider=external` does.
     pub async fn register_node(&self, name: &str) {
+        self.register(kubelet_node(name)).await
+    }
+
+    /// Registers `node` (a [`kubelet_node`], changed as a kubelet's flags
+    /// would: labels, providerID).
+    pub async fn register(&self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = name.as_str();
         self.note(&format!("registering node {name}"));
-        let node = kubelet_node(name);
         let api = self.nodes();
         retrying(&format!("registering {name}"), || async {
             match api.create(&PostParams::default(), &node).await {

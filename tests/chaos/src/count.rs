@@ -13,7 +13,7 @@ use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, w
 use crate::process::Provider;
 
 /// How often the counts below are taken again while waiting.
-const POLL: Duration = Duration::from_millis(250);
+pub const POLL: Duration = Duration::from_millis(250);
 
 /// How one cluster's Services and the cloud's load balancers disagree.
 #[derive(Debug, Default, Clone)]
@@ -116,9 +116,9 @@ pub struct Quiet {
 
 /// How long the provider must see no mutation before the quiet window
 /// starts: work the faults left (a retry after backoff) finishes first.
-const LULL: Duration = Duration::from_secs(3);
+pub const LULL: Duration = Duration::from_secs(3);
 /// The quiet window: several of every periodic pass.
-const QUIET: Duration = Duration::from_secs(6);
+pub const QUIET: Duration = Duration::from_secs(6);
 
 /// The provider calls logged so far.
 async fn calls(provider: &Provider) -> Vec<CallRecord> {

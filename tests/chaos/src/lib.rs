@@ -3,6 +3,7 @@
 //! another's controller), the real `cloud-controller-manager` and
 //! `fake-provider` binaries as processes (kill -9 and SIGSTOP need
 //! processes), and the counts every scenario ends with (see [`count`]).
+//! [`hybrid`] is the setup with two providers (the local one too).
 //!
 //! `CHAOS_SCALE` (1 to 20, default 1) multiplies the work and the faults of
 //! every scenario: 1 is the short form `make test` runs, `make chaos` runs
@@ -19,6 +20,7 @@
 
 pub mod cluster;
 pub mod count;
+pub mod hybrid;
 pub mod process;
 
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The processes a scenario runs and hurts: the kube-apiserver (ccm-testenv
 //! on a kept data directory, so it can be restarted on the same data), the
-//! fake provider (with a state file, so kill -9 loses nothing) and the
-//! controller, each logging to its own file.
+//! fake provider and the local provider (each with a state file, so kill -9
+//! loses nothing) and the controller, each logging to its own file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,13 @@ pub fn binaries() -> &'static Binaries {
         controller: built_binary("cloud-controller-manager", "cloud-controller-manager"),
         provider: built_binary("ccm-fake-provider", "fake-provider"),
     })
+}
+
+/// The local provider's binary, for the scenarios that run it (built once
+/// per test process, only by those).
+pub fn local_provider_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| built_binary("ccm-local-provider", "local-provider"))
 }
 
 /// Sends `sig` (`-STOP`, `-CONT`, …) to `pid` with kill(1).
@@ -427,6 +434,83 @@ impl Provider {
     }
 }
 
+/// The local provider as a process: machines from an inventory file, load
+/// balancers as proxies on loopback addresses, kept in a state file so
+/// kill -9 loses nothing.
+pub struct LocalProvider {
+    pub proc: Proc,
+    pub endpoint: String,
+    socket: PathBuf,
+}
+
+impl LocalProvider {
+    /// Starts it on `sockets/<name>.sock`, its state file and log in
+    /// `dir`; `extra` are more flags.
+    pub async fn start(
+        name: &str,
+        sockets: &Path,
+        dir: &Path,
+        inventory: &Path,
+        vip_range: &str,
+        extra: &[&str],
+    ) -> LocalProvider {
+        let socket = sockets.join(format!("{name}.sock"));
+        let endpoint = format!("unix://{}", socket.display());
+        let mut args = vec![
+            format!("--endpoint={endpoint}"),
+            format!("--inventory={}", inventory.display()),
+            format!(
+                "--state-file={}",
+                dir.join(format!("{name}.json")).display()
+            ),
+            format!("--vip-range={vip_range}"),
+            "--inventory-poll-interval=200ms".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let proc = Proc::new(
+            name,
+            local_provider_binary(),
+            args,
+            dir.join(format!("{name}.log")),
+        );
+        let mut p = LocalProvider {
+            proc,
+            endpoint,
+            socket,
+        };
+        p.proc.start();
+        p.wait_serving().await;
+        p
+    }
+
+    /// Waits until its socket accepts connections (after a kill -9 the old
+    /// socket file is still there, refusing).
+    async fn wait_serving(&self) {
+        eventually_within(
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            "the local provider to serve",
+            || async {
+                UnixStream::connect(&self.socket)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("{e}; log:\n{}", self.proc.log_tail()))
+            },
+        )
+        .await;
+    }
+
+    pub fn kill9(&mut self) {
+        self.proc.kill9();
+    }
+
+    /// Starts it again on the same state file and socket.
+    pub async fn restart(&mut self) {
+        self.proc.start();
+        self.wait_serving().await;
+    }
+}
+
 /// The controller as a process.
 pub struct Controller {
     pub proc: Proc,
@@ -443,15 +527,29 @@ impl Controller {
         log: PathBuf,
         extra: &[&str],
     ) -> Controller {
-        let mut args = vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--provider-endpoint={endpoint}"),
+        let provider = format!("--provider-endpoint={endpoint}");
+        Self::start_with_providers(name, kubeconfig, &[&provider], cluster_name, log, extra)
+    }
+
+    /// As [`Controller::start`], its providers given as flags
+    /// (`--provider-endpoint=…`, or `--provider=NAME=…` repeated).
+    pub fn start_with_providers(
+        name: &str,
+        kubeconfig: &Path,
+        providers: &[&str],
+        cluster_name: &str,
+        log: PathBuf,
+        extra: &[&str],
+    ) -> Controller {
+        let mut args = vec![format!("--kubeconfig={}", kubeconfig.display())];
+        args.extend(providers.iter().map(|s| s.to_string()));
+        args.extend([
             format!("--cluster-name={cluster_name}"),
             "--controllers=cloud-node,cloud-node-lifecycle,service".to_owned(),
             "--leader-elect=false".to_owned(),
             "--secure-port=0".to_owned(),
             "--node-monitor-period=500ms".to_owned(),
-        ];
+        ]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut proc = Proc::new(name, &binaries().controller, args, log);
         proc.start();

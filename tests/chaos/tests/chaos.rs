@@ -692,3 +692,87 @@ async fn two_clusters_share_one_provider() {
     ta.check(&logs);
     tb.check(&logs);
 }
+
+/// Two providers behind one controller (issue 28): each is killed with -9
+/// and restarted in turn, again and again, while Nodes of both register
+/// and Services of both classes (and of none: the default provider's) are
+/// created, deleted and moved from one provider to the other (LoadBalancer
+/// class A → ClusterIP → LoadBalancer class B, back to back). No Node may
+/// be deleted or asked of the provider that does not own it, no load
+/// balancer leaked at either, and the converged system must be quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_providers_killed_in_turn_while_nodes_and_services_churn() {
+    use ccm_chaos::hybrid::{CLOUD_CLASS, HybridWorld, Side, service};
+
+    let n = 6 * ccm_chaos::scale();
+    let mut w = HybridWorld::new("two-providers-kill", n, &[]).await;
+    // Calls take a while, so kills of the fake land while some are in
+    // flight (the local provider answers at once).
+    for (m, ms) in [
+        ("EnsureLoadBalancer", 150),
+        ("EnsureLoadBalancerDeleted", 150),
+        ("InstanceMetadata", 100),
+    ] {
+        w.cloud
+            .keep_fault("PUT", "/faults/latency", latency(m, ms))
+            .await;
+    }
+    // Each provider this many times, in turn.
+    let kills = 2 * w.scale;
+    let mut rng = w.rng.fork();
+    let mut krng = w.rng.fork();
+    let (cluster, machines) = (&w.cluster, &w.machines);
+    let (onprem, cloud) = (&mut w.onprem, &mut w.cloud);
+    let mut registered = Vec::new();
+    let mut created = 0;
+    let mut moves = 0;
+    let churn = async {
+        let mut live: Vec<(String, Side)> = Vec::new();
+        for i in 0..n {
+            for side in Side::BOTH {
+                let node = machines.node(side, i);
+                registered.push((node.metadata.name.clone().unwrap(), side));
+                cluster.register(node).await;
+            }
+            for (side, class) in [(Side::Onprem, None), (Side::Cloud, Some(CLOUD_CLASS))] {
+                let name = format!("{}-{created}", side.name());
+                cluster.create_service(NS, service(&name, class)).await;
+                live.push((name, side));
+                created += 1;
+            }
+            if i % 2 == 1 {
+                let (name, side) = live.swap_remove(rng.below(live.len()));
+                let to = side.other();
+                cluster.change_class(NS, &name, Some(to.class())).await;
+                live.push((name, to));
+                moves += 1;
+            }
+            if rng.chance(30) {
+                let (name, _) = live.swap_remove(rng.below(live.len()));
+                cluster.delete_service(NS, &name).await;
+            }
+            tokio::time::sleep(rng.millis(100, 400)).await;
+        }
+    };
+    let killer = async {
+        for _ in 0..kills {
+            tokio::time::sleep(krng.millis(300, 1000)).await;
+            cluster.note("kill -9 onprem");
+            onprem.kill9();
+            tokio::time::sleep(krng.millis(200, 1000)).await;
+            onprem.restart().await;
+            tokio::time::sleep(krng.millis(300, 1000)).await;
+            cluster.note("kill -9 cloud");
+            cloud.kill9();
+            tokio::time::sleep(krng.millis(200, 1000)).await;
+            cloud.restart().await;
+        }
+    };
+    tokio::join!(churn, killer);
+    w.registered.extend(registered);
+    w.tally.services = created;
+    w.tally.kills = 2 * kills;
+    w.tally.extra("nodes", 2 * n);
+    w.tally.extra("moves", moves);
+    w.finish().await;
+}

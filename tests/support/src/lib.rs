@@ -20,6 +20,7 @@ pub mod fixtures;
 pub mod poll;
 pub mod procfs;
 pub mod raw;
+pub mod recorder;
 pub mod steady;
 
 pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service, proto_service};
