@@ -24,6 +24,11 @@ demo: testenv-bin ## The main job: control plane + local provider + controller i
 	$(CARGO) build --locked -p cloud-controller-manager -p ccm-local-provider
 	hack/demo.sh
 
+.PHONY: demo-hybrid
+demo-hybrid: testenv-bin ## A hybrid cluster in seconds: one controller, the local provider as "onprem" and the fake as "cloud"; Nodes initialised by their owner, Services by class, one provider hung.
+	$(CARGO) build --locked -p cloud-controller-manager -p ccm-local-provider -p ccm-fake-provider
+	hack/demo-hybrid.sh
+
 .PHONY: testenv
 testenv: testenv-bin ## Start a local control plane and print how to use it (Ctrl-C stops it).
 	@hack/testenv.sh
@@ -39,7 +44,7 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet (and th
 	hack/buf.sh
 
 .PHONY: test
-test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo.
+test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo and the hybrid demo.
 	$(CARGO) test --workspace --locked --no-fail-fast --exclude ccm-chaos
 	CHAOS_SCALE=1 $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory conformance
@@ -50,6 +55,7 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 	$(MAKE) --no-print-directory conformance-go
 	$(MAKE) --no-print-directory conformance-aws
 	$(MAKE) --no-print-directory demo
+	$(MAKE) --no-print-directory demo-hybrid
 
 # Property tests (proptest), the project's fuzzing: they run on stable Rust
 # with nothing to install, where cargo-fuzz needs nightly and libFuzzer, and
