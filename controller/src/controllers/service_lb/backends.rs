@@ -40,7 +40,8 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) else {
                     return;
                 };
-                if !decide::wants_load_balancer(&svc) || decide::needs_cleanup(&svc) {
+                let routed = lb.route(&svc).1;
+                if !routed.serves() || decide::needs_cleanup(&svc, &routed) {
                     return;
                 }
                 record.backends = Some(*current);
@@ -116,7 +117,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
                 // its address and stays "ready" with no load balancer
                 // behind it. Ours: say so, and ask for a full Ensure,
                 // which recreates it.
-                tracing::warn!(service = %key, update_error = %err, "load balancer gone from the cloud; recreating it");
+                tracing::warn!(service = %key, provider = lb.provider_name.as_deref(), update_error = %err, "load balancer gone from the cloud; recreating it");
                 let gone = "The load balancer no longer exists in the cloud; recreating it";
                 lb.event(svc, Event::new(Reason::LoadBalancerNotFound, gone))
                     .await;
@@ -127,7 +128,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
                     // watch event follows.
                     Ok(false) => Update::EnsureNow,
                     Err(e) => {
-                        tracing::warn!(service = %key, error = %e, "updating the LoadBalancerReady condition");
+                        tracing::warn!(service = %key, provider = lb.provider_name.as_deref(), error = %e, "updating the LoadBalancerReady condition");
                         Update::EnsureNow
                     }
                 }
@@ -143,7 +144,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
                 Update::EnsureNow
             }
             Err(e) => {
-                tracing::warn!(service = %key, update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
+                tracing::warn!(service = %key, provider = lb.provider_name.as_deref(), update_error = %err, error = %e, "updating load balancer hosts; could not check whether it still exists");
                 Update::EnsureNow
             }
         },
@@ -169,6 +170,17 @@ async fn settled(changes: &mut tokio::sync::watch::Receiver<u64>) -> bool {
     }
 }
 
+/// Passes each change of the node cache (`nodes`) on to `backends`, which
+/// the routing moves too.
+pub(super) async fn relay(
+    mut nodes: tokio::sync::watch::Receiver<u64>,
+    backends: tokio::sync::watch::Sender<u64>,
+) {
+    while nodes.changed().await.is_ok() {
+        backends.send_modify(|g| *g = g.wrapping_add(1));
+    }
+}
+
 /// Keeps every load balancer's backends equal to the node set.
 pub(super) async fn follow_nodes(
     lb: Arc<Lb>,
@@ -186,9 +198,13 @@ pub(super) async fn follow_nodes(
         lb.ctx
             .metrics
             .queues
-            .processed("node", pass.elapsed(), false);
+            .processed(lb.queues.nodes, pass.elapsed(), false);
         if updated > 0 {
-            tracing::info!(services = updated, "updated load balancer backends");
+            tracing::info!(
+                services = updated,
+                provider = lb.provider_name.as_deref(),
+                "updated load balancer backends"
+            );
         }
     }
 }

@@ -11,11 +11,12 @@ use super::{Action, Failed, Lb};
 impl Lb {
     /// Deletes the load balancer as `plan` says, then the finalizer,
     /// ingress and condition. Nothing is removed unless the provider said
-    /// the load balancer is gone.
+    /// the load balancer is gone. `record` is the Service's, held.
     pub(super) async fn delete(
         &self,
         svc: &Service,
         plan: &decide::Delete,
+        record: &mut Record,
     ) -> Result<Action, SyncError> {
         let exists = self
             .ctx
@@ -33,6 +34,11 @@ impl Lb {
                 .map_err(provider("delete load balancer"))?;
             self.provider_warnings(svc, &warnings, Call::Delete).await;
         }
+        // Gone, whatever the write below finds: a Service that is ours
+        // again before the write succeeds (a class change back and forth)
+        // is ensured afresh, and one that vanishes has nothing to delete.
+        record.ensured = None;
+        record.sent = None;
         if let Some(patch) = &plan.cleanup_write {
             self.patch_status(svc, patch.clone(), "remove load balancer cleanup finalizer")
                 .await?;
@@ -75,7 +81,7 @@ impl Lb {
             .map_err(provider("delete load balancer"))
             .map_err(Failed::vanished)?;
         self.provider_warnings(&svc, &warnings, Call::Delete).await;
-        tracing::info!(service = %id, uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
+        tracing::info!(service = %id, provider = self.provider_name.as_deref(), uid = ?svc.metadata.uid, "service gone without a reconciled delete (finalizer bypassed); deleted its load balancer");
         self.event(&svc, Event::deleted()).await;
         // Emptied as well as forgotten: the backend loop may hold this
         // record and must find nothing to update.

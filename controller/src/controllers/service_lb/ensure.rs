@@ -2,20 +2,26 @@
 //! the current backends, then what [`decide::after_ensure`] says of the
 //! answer.
 
+use std::sync::Arc;
+
 use ccm_provider_sdk::{LbOutcome, proto};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::decide::{self, Call, Event, Record};
 use super::error::{SyncError, provider};
+use super::status::Written;
 use super::{Action, Lb, now};
 
 impl Lb {
     /// Ensures the load balancer as `plan` says. `record` is this
-    /// Service's, held; `fingerprint` is the Service's as planned.
+    /// Service's, held; `fingerprint` is the Service's as planned. `svc`
+    /// learns the resourceVersion of the first write, which the writes
+    /// after it (here and the sync's failure report) are conditional on
+    /// with several providers.
     pub(super) async fn ensure(
         &self,
-        svc: &Service,
+        svc: &mut Arc<Service>,
         record: &mut Record,
         plan: decide::Ensure,
         fingerprint: u64,
@@ -26,18 +32,27 @@ impl Lb {
         }
         self.report_unknown_annotations(svc).await;
         let request = plan.request?;
-        if let Some(first) = plan.first_write
-            && !self
-                .patch_status_if_present(svc, first, "add load balancer cleanup finalizer")
+        if let Some(first) = plan.first_write {
+            match self
+                .write(svc, first, "add load balancer cleanup finalizer")
                 .await?
-        {
-            // Deleted since the cache showed it (a create quickly followed
-            // by a delete): no finalizer could go on, so a load balancer
-            // created now would be seen by no deletion, and the deletion
-            // itself is never reconciled. Nothing to do.
-            tracing::info!(service = %key, "service deleted before its finalizer was added; not ensuring a load balancer");
-            return Ok(Action::await_change());
+            {
+                Written::Done(None) => {}
+                Written::Done(Some(version)) => {
+                    Arc::make_mut(svc).metadata.resource_version = Some(version);
+                }
+                Written::Gone => {
+                    // Deleted since the cache showed it (a create quickly
+                    // followed by a delete): no finalizer could go on, so a
+                    // load balancer created now would be seen by no
+                    // deletion, and the deletion itself is never
+                    // reconciled. Nothing to do.
+                    tracing::info!(service = %key, provider = self.provider_name.as_deref(), "service deleted before its finalizer was added; not ensuring a load balancer");
+                    return Ok(Action::await_change());
+                }
+            }
         }
+        let svc: &Service = svc;
 
         let backends = self.current_backends();
         if backends.nodes.is_empty() {
@@ -54,7 +69,7 @@ impl Lb {
         self.provider_warnings(svc, &answer.warnings, Call::Ensure)
             .await;
         if let LbOutcome::ImplementedElsewhere(message) = &answer.outcome {
-            tracing::info!(service = %key, message, "load balancer implemented elsewhere");
+            tracing::info!(service = %key, provider = self.provider_name.as_deref(), message, "load balancer implemented elsewhere");
         }
         let ensured = decide::after_ensure(svc, plan.condition_ours, &answer.outcome, Time(now()));
         if !ensured.elsewhere {
@@ -86,7 +101,7 @@ impl Lb {
             .await
             .map_err(provider("delete the load balancer of the replaced Service"))?;
         self.provider_warnings(svc, &warnings, Call::Delete).await;
-        tracing::info!(service = %decide::key(svc), %old_uid, "deleted the load balancer of the Service this one replaced");
+        tracing::info!(service = %decide::key(svc), provider = self.provider_name.as_deref(), %old_uid, "deleted the load balancer of the Service this one replaced");
         Ok(())
     }
 }

@@ -27,6 +27,11 @@ pub enum SyncError {
         op: &'static str,
         source: kube::Error,
     },
+    /// With several providers: the Service changed since the sync read it,
+    /// so the write (conditional on its resourceVersion) wrote nothing. Not
+    /// a failure: the newer version is decided afresh.
+    #[error("did not {op}: the Service changed since it was read")]
+    Stale { op: &'static str },
 }
 
 pub(super) fn provider(op: &'static str) -> impl FnOnce(ClientError) -> SyncError {
@@ -70,7 +75,7 @@ impl SyncError {
     pub(super) fn condition_reason(&self) -> &'static str {
         match self {
             SyncError::Spec(_) => "InvalidServiceSpec",
-            SyncError::Kube { .. } => "KubernetesAPIError",
+            SyncError::Kube { .. } | SyncError::Stale { .. } => "KubernetesAPIError",
             SyncError::Provider { source, .. } => match source {
                 ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
                 ClientError::Unsupported(_) | ClientError::Endpoint(_) => "ProviderError",

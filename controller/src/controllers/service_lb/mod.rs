@@ -1,7 +1,10 @@
 //! service-lb-controller: a cloud load balancer for every `type:
-//! LoadBalancer` Service without a `loadBalancerClass`, with upstream's
-//! finalizer, events and retry semantics, plus a `LoadBalancerReady`
-//! condition on the Service saying where its load balancer stands.
+//! LoadBalancer` Service its provider serves, with upstream's finalizer,
+//! events and retry semantics, plus a `LoadBalancerReady` condition on the
+//! Service saying where its load balancer stands. With one provider, that
+//! is every such Service without a `loadBalancerClass`, as upstream (and
+//! the classes the provider declares); with several (docs/hybrid.md), one
+//! instance runs per provider and [`routing`] says which Services are its.
 //!
 //! Two loops share one record per Service:
 //! - the Service reconciler (`--concurrent-service-syncs` workers) ensures
@@ -40,6 +43,7 @@ mod ensure;
 mod error;
 mod orphans;
 mod retry;
+mod routing;
 mod status;
 
 use crate::context::Context;
@@ -65,13 +69,49 @@ struct Backends {
     digest: decide::BackendDigest,
 }
 
+/// See [`Lb::queues`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Queues {
+    services: &'static str,
+    nodes: &'static str,
+}
+
+impl Queues {
+    fn of(provider: Option<&str>) -> Queues {
+        // Made once per instance, one instance per configured provider:
+        // the leak is bounded, and metric labels must be `'static`.
+        let named = |queue: &'static str| match provider {
+            None => queue,
+            Some(p) => Box::leak(format!("{queue}:{p}").into_boxed_str()),
+        };
+        Queues {
+            services: named("service"),
+            nodes: named("node"),
+        }
+    }
+}
+
 /// The controller's state beside the shared [`Context`].
 pub struct Lb {
     ctx: Arc<Context>,
+    /// The finalizer this provider's load balancers hold their Services
+    /// with ([`crate::providers::Scope::finalizer`]).
+    finalizer: String,
+    /// The provider's name, on every log line and Event, with several
+    /// providers; `None` with one (its lines and Events are as before).
+    provider_name: Option<String>,
+    /// The work queues' names (`workqueue_*{name=…}`): the Services' and
+    /// the backend loop's, upstream's with one provider, `<name>:<provider>`
+    /// with several (docs/hybrid.md).
+    queues: Queues,
     records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Record>>>>,
     /// (uid, annotation key) pairs already reported as unknown.
     reported_annotations: Mutex<HashSet<(String, String)>>,
-    /// Bumped by the node watch after each change it applied to the cache.
+    /// The Services reported as served by several providers, by key: the
+    /// uid and the reason reported, so each is reported once while it lasts.
+    reported_ambiguous: Mutex<HashMap<String, (String, String)>>,
+    /// Bumped after each change to the node cache or to the routing that
+    /// may change the backends.
     node_generation: tokio::sync::watch::Receiver<u64>,
     /// The backends as sent to the provider and their digest, keyed by the
     /// node generation they were built at: a burst of Ensures shares one
@@ -88,11 +128,19 @@ impl Lb {
         node_generation: tokio::sync::watch::Receiver<u64>,
         resync: mpsc::UnboundedSender<ObjectRef<Service>>,
     ) -> Arc<Self> {
+        let provider_name = ctx
+            .scope
+            .is_hybrid()
+            .then(|| ctx.scope.provider().to_owned());
         Arc::new(Lb {
+            finalizer: ctx.scope.finalizer(),
+            queues: Queues::of(provider_name.as_deref()),
+            provider_name,
             ctx,
             node_generation,
             records: Mutex::default(),
             reported_annotations: Mutex::default(),
+            reported_ambiguous: Mutex::default(),
             backend_cache: Mutex::default(),
             resync,
         })
@@ -126,7 +174,13 @@ impl Lb {
             return backends.clone();
         }
         let nodes = self.ctx.nodes.state();
-        let nodes = decide::backends(nodes.iter().map(|n| n.as_ref()));
+        let scope = &self.ctx.scope;
+        let nodes = decide::backends(
+            nodes
+                .iter()
+                .map(|n| n.as_ref())
+                .filter(|n| scope.backend(n)),
+        );
         let backends = Backends {
             digest: decide::backend_set(&nodes),
             nodes: NodeSet::new(nodes),
@@ -142,6 +196,9 @@ impl Lb {
     /// balancer ([`vanished`]); the others are dropped.
     fn forget_vanished(&self, services: &[Arc<Service>]) {
         let present: HashSet<String> = services.iter().map(|s| decide::key(s)).collect();
+        self.reported_ambiguous
+            .lock()
+            .retain(|key, _| present.contains(key));
         let mut gone = Vec::new();
         self.records.lock().retain(|key, record| {
             if present.contains(key) {
@@ -192,7 +249,7 @@ impl Reconcile for Lb {
     fn error_policy(&self, key: &ObjectRef<Service>, failed: &Failed, failures: u32) -> Action {
         let delay = failed.delay(failures);
         let key = ccm_runtime::controller::KeyName::key_name(key);
-        tracing::warn!(service = %key, error = %failed.error, retry_in = ?delay, "{}", failed.what);
+        tracing::warn!(service = %key, provider = self.provider_name.as_deref(), error = %failed.error, retry_in = ?delay, "{}", failed.what);
         Action::requeue(delay)
     }
 
@@ -214,9 +271,11 @@ impl Reconcile for Lb {
 
 impl Lb {
     /// One sync of one Service.
-    async fn sync(&self, svc: Arc<Service>) -> Result<Action, Failed> {
+    async fn sync(&self, mut svc: Arc<Service>) -> Result<Action, Failed> {
         let key = decide::key(&svc);
-        let Some(record) = self.record_if(&key, decide::concerns_us(&svc)) else {
+        let (route, routed) = self.route(&svc);
+        self.report_ambiguity(&svc, &route).await;
+        let Some(record) = self.record_if(&key, decide::concerns_us(&svc, &routed)) else {
             // Most Services: not ours, and never were.
             return Ok(Action::await_change());
         };
@@ -227,7 +286,13 @@ impl Lb {
             fingerprint,
             cleanup,
             step,
-        } = decide::plan(&svc, &record, tokio::time::Instant::now(), Time(now()));
+        } = decide::plan(
+            &svc,
+            &routed,
+            &record,
+            tokio::time::Instant::now(),
+            Time(now()),
+        );
         if fresh_record {
             // A new Service under an old name (or a first sync): the old
             // one's load balancer goes, and nothing we did applies to the
@@ -243,22 +308,35 @@ impl Lb {
             Step::Nothing => return Ok(Action::await_change()),
             Step::NotYet(wait) => return Ok(Action::not_yet(wait)),
             Step::Current => {
-                tracing::debug!(service = %key, current = true, ?record, fingerprint, "sync");
+                tracing::debug!(service = %key, provider = self.provider_name.as_deref(), current = true, ?record, fingerprint, "sync");
                 return Ok(Action::await_change());
             }
             Step::Ensure(ensure) => {
-                tracing::debug!(service = %key, current = false, ?record, fingerprint, "sync");
+                tracing::debug!(service = %key, provider = self.provider_name.as_deref(), current = false, ?record, fingerprint, "sync");
                 (
-                    self.ensure(&svc, &mut record, ensure, fingerprint).await,
+                    self.ensure(&mut svc, &mut record, ensure, fingerprint)
+                        .await,
                     None,
                 )
             }
-            Step::Delete(delete) => (self.delete(&svc, &delete).await, Some(delete)),
+            Step::Delete(delete) => (self.delete(&svc, &delete, &mut record).await, Some(delete)),
         };
         match result {
             Ok(action) => {
                 record.retry = None;
                 Ok(action)
+            }
+            Err(SyncError::Stale { op }) => {
+                // Nothing was written: the Service changed since this sync
+                // read it, and the watch brings the newer version, which
+                // is decided afresh (with several providers, its new
+                // provider may have written its status since).
+                tracing::debug!(service = %key, provider = self.provider_name.as_deref(), op, "the service changed since it was read; deciding again on its newer version");
+                record.retry = None;
+                if deleted.is_none() {
+                    record.ensured = None;
+                }
+                Ok(Action::await_change())
             }
             Err(e) => {
                 if let Some(event) = deleted.as_ref().and_then(|d| d.failure_event(&e)) {
@@ -289,7 +367,10 @@ pub async fn run(
     orphan_sweep: Option<Duration>,
 ) {
     let (resync, resync_requests) = mpsc::unbounded();
-    let lb = Lb::new(ctx, node_changes.clone(), resync);
+    // The backends change with the node set and with the routing (the
+    // Nodes a provider owns, when its backends are only those).
+    let backend_changes = tokio::sync::watch::Sender::new(0u64);
+    let lb = Lb::new(ctx, backend_changes.subscribe(), resync);
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
     let watched = lb.clone();
@@ -314,16 +395,25 @@ pub async fn run(
             _ => {}
         },
     );
-    let backends = backends::follow_nodes(lb.clone(), store.clone(), node_changes, workers.into());
+    let node_changes = backends::relay(node_changes, backend_changes.clone());
+    let backends = backends::follow_nodes(
+        lb.clone(),
+        store.clone(),
+        backend_changes.subscribe(),
+        workers.into(),
+    );
+    let routing = routing::follow(lb.clone(), store.clone(), backend_changes);
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
-    let controller = super::runner(&lb.ctx, lb.clone(), "service")
+    let controller = super::runner(&lb.ctx, lb.clone(), lb.queues.services)
         .store(store.clone())
         .changes(services)
         .resyncs(resync_requests)
         .workers(workers.into())
         .run();
-    tokio::join!(controller, backends, sweeper);
+    tokio::join!(controller, node_changes, backends, routing, sweeper);
 }
 
+#[cfg(test)]
+mod hybrid_tests;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,18 @@
-//! The orphan sweeper: load balancers of this cluster that no Service wants
-//! (the Service vanished without a reconciled delete: its finalizer was
-//! removed by hand, or it was deleted, or deleted and re-created under the
-//! same name, while the controller was down) are deleted.
+//! The orphan sweeper: load balancers of this cluster at this instance's
+//! provider that no Service wants of it (the Service vanished without a
+//! reconciled delete: its finalizer was removed by hand, or it was deleted,
+//! or deleted and re-created under the same name, while the controller was
+//! down; or it is no longer served by this provider and holds no finalizer
+//! of its) are deleted. With several providers, each instance sweeps its
+//! own provider's listing.
 //!
 //! Only on positive evidence: a complete listing (`ListLoadBalancers`, every
 //! page) and a Service cache that has synced, checked again right before
-//! each delete. A listing error deletes nothing; a failed delete ends the
-//! pass (what was deleted before it stays deleted); the next pass retries.
+//! each delete; a Service the routing cannot place (several providers
+//! serve its class, or this provider has not said which it serves) keeps
+//! its load balancer. A listing error deletes nothing; a failed delete ends
+//! the pass (what was deleted before it stays deleted); the next pass
+//! retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,12 +57,16 @@ async fn sweep_and_count(lb: &Lb, services: &Store<Service>) {
     let result = match sweep(lb, services).await {
         Ok(deleted) => {
             if deleted > 0 {
-                tracing::info!(deleted, "deleted orphaned load balancers");
+                tracing::info!(
+                    deleted,
+                    provider = lb.provider_name.as_deref(),
+                    "deleted orphaned load balancers"
+                );
             }
             "complete"
         }
         Err(e) => {
-            tracing::warn!(error = %e, "load balancer orphan sweep stopped; the next pass retries");
+            tracing::warn!(error = %e, provider = lb.provider_name.as_deref(), "load balancer orphan sweep stopped; the next pass retries");
             "failed"
         }
     };
@@ -68,11 +78,14 @@ async fn sweep_and_count(lb: &Lb, services: &Store<Service>) {
 }
 
 /// One pass; how many load balancers it deleted.
-async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError> {
+pub(super) async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError> {
     let ctx = &lb.ctx;
     let listed = match ctx.provider.list_load_balancers(&ctx.cluster_name).await {
         Err(ClientError::Unsupported(_)) => {
-            tracing::debug!("the provider cannot list load balancers; no orphan sweep");
+            tracing::debug!(
+                provider = lb.provider_name.as_deref(),
+                "the provider cannot list load balancers; no orphan sweep"
+            );
             return Ok(0);
         }
         other => other?,
@@ -80,17 +93,18 @@ async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError>
     let snapshot = services.state();
     lb.forget_vanished(&snapshot);
     let mut deleted = 0;
-    for entry in decide::orphans(&listed, &snapshot) {
+    for entry in decide::orphans(&listed, &snapshot, |s| lb.keeps(s)) {
         // A Service created since the snapshot may want it after all.
         let uid = Some(entry.service_uid.as_str());
         if services
-            .find(|s| s.metadata.uid.as_deref() == uid && decide::keeps_its_load_balancer(s))
+            .find(|s| s.metadata.uid.as_deref() == uid && lb.keeps(s))
             .is_some()
         {
             continue;
         }
         tracing::info!(
             load_balancer = %entry.name,
+            provider = lb.provider_name.as_deref(),
             service_uid = %entry.service_uid,
             service = %format!("{}/{}", entry.service_namespace, entry.service_name),
             "deleting a load balancer no Service wants"
@@ -100,7 +114,7 @@ async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError>
             .ensure_load_balancer_deleted(&ctx.cluster_name, identity(entry))
             .await?;
         for w in warnings {
-            tracing::warn!(load_balancer = %entry.name, reason = %w.reason, "{}", w.message);
+            tracing::warn!(load_balancer = %entry.name, provider = lb.provider_name.as_deref(), reason = %w.reason, "{}", w.message);
         }
         ctx.metrics.orphans_deleted.inc();
         deleted += 1;

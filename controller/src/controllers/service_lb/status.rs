@@ -1,5 +1,15 @@
 //! What the Service is told: status patches (finalizer, ingress and
 //! condition through the status subresource) and Events.
+//!
+//! With several providers, every write is conditional on the Service's
+//! `resourceVersion` as the sync read it (or as its own previous write left
+//! it). Two instances may each see a class change at a different time (the
+//! Service's class cannot change while it stays a LoadBalancer, so it goes
+//! LoadBalancer → ClusterIP → LoadBalancer with another class, possibly
+//! before either saw the middle step): an old provider deciding on a view
+//! from before the new one wrote the status would otherwise clear or
+//! overwrite that status. A stale view writes nothing ([`SyncError::Stale`])
+//! and the newer version, which the watch brings, is decided afresh.
 
 use ccm_provider_sdk::proto;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
@@ -11,6 +21,29 @@ use serde_json::Value;
 use super::decide::{self, Call, Event, Reason, Standing};
 use super::error::{SyncError, kube_op};
 use super::{Lb, now};
+
+/// What a status write found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    /// Written. With several providers, the Service's resourceVersion after
+    /// the write, which the sync's next write is conditional on.
+    Done(Option<String>),
+    /// The Service is gone: nothing was written.
+    Gone,
+}
+
+/// The part of the apiserver's answer a conditional write reads.
+#[derive(serde::Deserialize)]
+struct Answer {
+    #[serde(default)]
+    metadata: AnswerMeta,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct AnswerMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
 
 impl Lb {
     fn services_api(&self, svc: &Service) -> Api<Service> {
@@ -29,39 +62,60 @@ impl Lb {
         patch: Value,
         op: &'static str,
     ) -> Result<(), SyncError> {
-        self.patch_status_if_present(svc, patch, op)
-            .await
-            .map(|_| ())
+        self.write(svc, patch, op).await.map(|_| ())
     }
 
-    /// [`Lb::patch_status`], saying whether the Service was still there
-    /// (false: it is gone, nothing was written).
-    pub(super) async fn patch_status_if_present(
+    /// [`Lb::patch_status`], saying what it found. With several providers
+    /// the write is conditional on `svc`'s resourceVersion (the module
+    /// docs): a Service changed since is [`SyncError::Stale`].
+    pub(super) async fn write(
         &self,
         svc: &Service,
-        patch: Value,
+        mut patch: Value,
         op: &'static str,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Written, SyncError> {
         let name = svc.metadata.name.as_deref().unwrap_or_default();
-        let written = crate::k8s::write_unread(&self.services_api(svc), "patch_status", |r| {
+        let api = self.services_api(svc);
+        let conditional = match (&self.provider_name, &svc.metadata.resource_version) {
+            (Some(_), Some(version)) => {
+                patch["metadata"]["resourceVersion"] = Value::String(version.clone());
+                true
+            }
+            _ => false,
+        };
+        let request = |r: &kube::core::Request| {
             r.patch_subresource(
                 "status",
                 name,
                 &self.ctx.patch_params(),
                 &Patch::Strategic(patch),
             )
-        })
-        .await;
+        };
+        let written = if conditional {
+            // The answer's resourceVersion, and nothing else of it.
+            read_version(&api, request).await
+        } else {
+            crate::k8s::write_unread(&api, "patch_status", request)
+                .await
+                .map(|()| None)
+        };
         match written {
-            Ok(()) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+            Ok(version) => Ok(Written::Done(version)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Written::Gone),
+            Err(kube::Error::Api(e)) if e.code == 409 && conditional => {
+                Err(SyncError::Stale { op })
+            }
             Err(e) => Err(kube_op(op)(e)),
         }
     }
 
-    /// Records `event` on the Service.
+    /// Records `event` on the Service; with several providers its note
+    /// names this one.
     pub(super) async fn event(&self, svc: &Service, event: Event) {
-        let Event { reason, note } = event;
+        let Event { reason, mut note } = event;
+        if let Some(provider) = &self.provider_name {
+            note = format!("{note} (provider {provider})");
+        }
         let action = reason.call().action();
         self.ctx
             .event(svc, reason.type_(), reason.text(), note, action)
@@ -132,15 +186,31 @@ impl Lb {
         let note = format!("Error syncing load balancer: {err}");
         self.event(svc, Event::new(Reason::SyncLoadBalancerFailed, note))
             .await;
-        if !matches!(err, SyncError::Kube { .. }) {
+        if !matches!(err, SyncError::Kube { .. } | SyncError::Stale { .. }) {
             let standing = if deleting {
                 Standing::not_ready("DeletionFailed", err.to_string())
             } else {
                 Standing::not_ready(err.condition_reason(), err.to_string())
             };
             if let Err(e) = self.publish(svc, &standing, None).await {
-                tracing::warn!(service = %key, error = %e, "could not record the failure on the Service");
+                tracing::warn!(service = %key, provider = self.provider_name.as_deref(), error = %e, "could not record the failure on the Service");
             }
         }
     }
+}
+
+/// A write whose answer is read for its resourceVersion only (the rest of
+/// the Service is not decoded, as with [`crate::k8s::write_unread`]).
+async fn read_version(
+    api: &Api<Service>,
+    build: impl FnOnce(
+        &kube::core::Request,
+    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> kube::Result<Option<String>> {
+    let mut req =
+        build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch_status");
+    let text = api.clone().into_client().request_text(req).await?;
+    let answer: Answer = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
+    Ok(answer.metadata.resource_version)
 }

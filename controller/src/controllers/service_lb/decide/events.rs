@@ -3,6 +3,8 @@
 
 use kube::runtime::events::EventType;
 
+use crate::providers::Route;
+
 /// The provider call an Event is about: its `action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
@@ -38,6 +40,8 @@ pub enum Reason {
     DeleteLoadBalancerFailed,
     SyncLoadBalancerFailed,
     UnknownAnnotation,
+    /// Several providers serve the Service's class: none is asked.
+    SeveralProvidersServeClass,
     /// A warning the provider returned with its answer to `call`, under
     /// the provider's reason (`ProviderWarning` when it gave none).
     Provider {
@@ -61,6 +65,7 @@ impl Reason {
             Reason::DeleteLoadBalancerFailed => "DeleteLoadBalancerFailed",
             Reason::SyncLoadBalancerFailed => "SyncLoadBalancerFailed",
             Reason::UnknownAnnotation => "UnknownAnnotation",
+            Reason::SeveralProvidersServeClass => "SeveralProvidersServeClass",
             Reason::Provider { reason, .. } if reason.is_empty() => "ProviderWarning",
             Reason::Provider { reason, .. } => reason,
         }
@@ -79,6 +84,7 @@ impl Reason {
             | Reason::DeleteLoadBalancerFailed
             | Reason::SyncLoadBalancerFailed
             | Reason::UnknownAnnotation
+            | Reason::SeveralProvidersServeClass
             | Reason::Provider { .. } => EventType::Warning,
         }
     }
@@ -97,7 +103,8 @@ impl Reason {
             | Reason::UnAvailableLoadBalancer
             | Reason::LoadBalancerNotFound
             | Reason::SyncLoadBalancerFailed
-            | Reason::UnknownAnnotation => Call::Ensure,
+            | Reason::UnknownAnnotation
+            | Reason::SeveralProvidersServeClass => Call::Ensure,
         }
     }
 }
@@ -138,6 +145,25 @@ impl Event {
 
     pub fn deleted() -> Self {
         Event::new(Reason::DeletedLoadBalancer, "Deleted load balancer")
+    }
+
+    /// The Warning on a Service whose class several providers serve
+    /// (`route`), recorded by the instance of the first of them (`me`)
+    /// only: one per cluster, not one per claimant, and none from the
+    /// providers that do not claim it.
+    pub fn several_providers(route: &Route, me: &str) -> Option<Self> {
+        let Route::Several(names, why) = route else {
+            return None;
+        };
+        (names.first().map(String::as_str) == Some(me)).then(|| {
+            Event::new(
+                Reason::SeveralProvidersServeClass,
+                format!(
+                    "{why} ({}); none is asked for its load balancer until only one does",
+                    names.join(", ")
+                ),
+            )
+        })
     }
 
     /// A warning the provider returned with its answer to `call`.
@@ -217,12 +243,39 @@ mod tests {
                 "EnsureLoadBalancer",
                 EventType::Warning,
             ),
+            (
+                Reason::SeveralProvidersServeClass,
+                "EnsureLoadBalancer",
+                EventType::Warning,
+            ),
         ];
         for (reason, action, type_) in cases {
             assert_eq!(reason.call().action(), action, "{reason:?}");
             assert_eq!(reason.type_(), type_, "{reason:?}");
             assert_eq!(reason.text(), format!("{reason:?}"));
         }
+    }
+
+    #[test]
+    fn an_ambiguous_class_is_reported_by_its_first_claimant_only() {
+        let several = Route::Several(
+            vec!["onprem".into(), "cloud".into()],
+            "several providers serve the load balancer class \"example.com/x\"".into(),
+        );
+        let event = Event::several_providers(&several, "onprem").unwrap();
+        assert_eq!(event.reason.text(), "SeveralProvidersServeClass");
+        assert_eq!(event.reason.type_(), EventType::Warning);
+        assert_eq!(
+            event.note,
+            "several providers serve the load balancer class \"example.com/x\" (onprem, cloud); \
+             none is asked for its load balancer until only one does"
+        );
+        assert_eq!(Event::several_providers(&several, "cloud"), None);
+        assert_eq!(Event::several_providers(&several, "edge"), None);
+        assert_eq!(
+            Event::several_providers(&Route::To("onprem".into()), "onprem"),
+            None
+        );
     }
 
     #[test]

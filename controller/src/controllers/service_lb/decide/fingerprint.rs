@@ -4,14 +4,16 @@ use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::{spec, wants_load_balancer};
+use super::spec;
 
 /// A hash of everything that makes upstream's `needsUpdate` true: two
 /// Services with the same fingerprint need no new EnsureLoadBalancer.
 pub fn fingerprint(svc: &Service) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let s = spec(svc).cloned().unwrap_or_default();
-    wants_load_balancer(svc).hash(&mut h);
+    // What the routing reads of it (with the routing unchanged, whether
+    // its provider serves it).
+    (s.type_.as_deref(), s.load_balancer_class.as_deref()).hash(&mut h);
     svc.metadata.uid.hash(&mut h);
     svc.metadata
         .annotations

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{
-    BackendDigest, Event, FINALIZER, SpecError, Standing, condition, condition_removal,
+    BackendDigest, Event, Place, Routed, SpecError, Standing, condition, condition_removal,
     condition_update, fingerprint, has_finalizer, ingress, ingress_from_proto, needs_cleanup,
-    status_patch, to_proto, to_proto_ref, wants_load_balancer,
+    status_patch, to_proto, to_proto_ref,
 };
 
 /// What this process last did for one Service.
@@ -146,7 +146,9 @@ pub struct Ensure {
 pub struct Delete {
     /// The Service's identity (a delete needs no valid spec).
     pub request: proto::Service,
-    /// The finalizer, our condition and the ingress, whichever are there.
+    /// The provider's finalizer, and our condition and the ingress unless
+    /// another provider serves the Service now (they are then its), whichever
+    /// are there. Never another provider's finalizer.
     pub cleanup_write: Option<Value>,
     /// The Service lost its finalizer to someone else and this process
     /// sent it an Ensure: deleted anyway rather than leaked, and a failure
@@ -166,16 +168,17 @@ impl Delete {
     }
 }
 
-/// Whether a Service is any of this controller's business: it wants a load
-/// balancer, or carries our finalizer. Most Services are neither, and
-/// unless this process has a record of them they get no record at all.
-pub fn concerns_us(svc: &Service) -> bool {
-    needs_cleanup(svc) || wants_load_balancer(svc)
+/// Whether a Service is any of this controller's business: its provider
+/// serves it, or it carries the provider's finalizer and needs cleaning up.
+/// Most Services are neither, and unless this process has a record of them
+/// they get no record at all.
+pub fn concerns_us(svc: &Service, routed: &Routed) -> bool {
+    needs_cleanup(svc, routed) || routed.serves()
 }
 
-/// One sync of `svc`, given its `record`, at `now` (the retry gate's clock)
-/// and `at` (the condition's clock).
-pub fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
+/// One sync of `svc`, routed as `routed`, given its `record`, at `now` (the
+/// retry gate's clock) and `at` (the condition's clock).
+pub fn plan(svc: &Service, routed: &Routed, record: &Record, now: Instant, at: Time) -> Plan {
     let uid = svc.metadata.uid.as_deref().unwrap_or_default();
     let fresh_record = record.uid != uid;
     let delete_replaced = if fresh_record && !record.elsewhere {
@@ -186,7 +189,7 @@ pub fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
     let fresh = Record::default();
     let record = if fresh_record { &fresh } else { record };
     let fingerprint = fingerprint(svc);
-    let cleanup = needs_cleanup(svc);
+    let cleanup = needs_cleanup(svc, routed);
     let due = record
         .retry
         .as_ref()
@@ -195,17 +198,17 @@ pub fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
         .filter(|due| now < *due);
     let step = match due {
         Some(due) => Step::NotYet(due - now),
-        _ if cleanup => Step::Delete(delete(svc, false)),
-        _ if wants_load_balancer(svc) => {
-            if record.ensured == Some(fingerprint) && has_finalizer(svc) {
+        _ if cleanup => Step::Delete(delete(svc, routed, false)),
+        _ if routed.serves() => {
+            if record.ensured == Some(fingerprint) && has_finalizer(svc, routed.finalizer) {
                 Step::Current
             } else {
-                Step::Ensure(ensure(svc, at))
+                Step::Ensure(ensure(svc, routed.finalizer, at))
             }
         }
-        // This process sent it an Ensure, and its finalizer was removed
-        // by someone else.
-        _ if record.sent.is_some() => Step::Delete(delete(svc, true)),
+        // This process sent it an Ensure, its finalizer was removed by
+        // someone else, and the routing proves it is no longer ours.
+        _ if record.sent.is_some() && routed.not_ours() => Step::Delete(delete(svc, routed, true)),
         _ => Step::Nothing,
     };
     Plan {
@@ -217,11 +220,11 @@ pub fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
     }
 }
 
-fn ensure(svc: &Service, at: Time) -> Ensure {
+fn ensure(svc: &Service, finalizer: &str, at: Time) -> Ensure {
     let mut first = serde_json::Map::new();
     let mut condition_ours = condition(svc).is_some();
-    if !has_finalizer(svc) {
-        first.insert("metadata".into(), json!({ "finalizers": [FINALIZER] }));
+    if !has_finalizer(svc, finalizer) {
+        first.insert("metadata".into(), json!({ "finalizers": [finalizer] }));
     }
     if condition(svc).is_none() {
         let provisioning = Standing::not_ready(
@@ -241,19 +244,21 @@ fn ensure(svc: &Service, at: Time) -> Ensure {
     }
 }
 
-fn delete(svc: &Service, finalizer_gone: bool) -> Delete {
+fn delete(svc: &Service, routed: &Routed, finalizer_gone: bool) -> Delete {
     let mut patch = serde_json::Map::new();
-    if has_finalizer(svc) {
+    if has_finalizer(svc, routed.finalizer) {
         patch.insert(
             "metadata".into(),
-            json!({ "$deleteFromPrimitiveList/finalizers": [FINALIZER] }),
+            json!({ "$deleteFromPrimitiveList/finalizers": [routed.finalizer] }),
         );
     }
     let mut status = serde_json::Map::new();
-    if condition(svc).is_some() {
+    // Another provider serving the Service now writes its status.
+    let status_ours = routed.place != Place::Elsewhere;
+    if status_ours && condition(svc).is_some() {
         status.insert("conditions".into(), condition_removal());
     }
-    if !ingress(svc).is_empty() {
+    if status_ours && !ingress(svc).is_empty() {
         status.insert("loadBalancer".into(), json!({ "ingress": null }));
     }
     if !status.is_empty() {

@@ -10,6 +10,22 @@ use super::*;
 use crate::controllers::service_lb::decide::{CONDITION, Reason};
 use crate::testing::lb_service;
 
+// The single-mode view these tests were written against; the routing's
+// own cases are in `routed`.
+use crate::controllers::service_lb::decide::{FINALIZER, routed_single};
+
+fn plan(svc: &Service, record: &Record, now: Instant, at: Time) -> Plan {
+    super::plan(svc, &routed_single(svc), record, now, at)
+}
+
+fn needs_cleanup(svc: &Service) -> bool {
+    super::needs_cleanup(svc, &routed_single(svc))
+}
+
+fn concerns_us(svc: &Service) -> bool {
+    super::concerns_us(svc, &routed_single(svc))
+}
+
 fn t0() -> Time {
     Time(Default::default())
 }
@@ -372,4 +388,75 @@ fn most_services_are_none_of_our_business() {
     assert!(concerns_us(&lb_service()));
     assert!(!concerns_us(&cluster_ip(lb_service())));
     assert!(concerns_us(&cluster_ip(with_finalizer(lb_service()))));
+}
+
+/// With several providers: a provider's plan adds and removes only its own
+/// finalizer, leaves the status to the provider that serves the Service
+/// now, and takes an unsure routing as proof of nothing.
+#[test]
+fn a_provider_plans_only_for_what_is_its_own() {
+    use crate::controllers::service_lb::decide::Place;
+    let now = Instant::now();
+    let mine = "cloud.provider.ccm-rs.io/load-balancer-cleanup";
+    let routed = |place| Routed {
+        place,
+        finalizer: mine,
+    };
+    let mut both = published(lb_service());
+    both.metadata.finalizers = Some(vec![FINALIZER.into(), mine.into()]);
+    let cleanup = |place, svc: &Service, record: &Record| match super::plan(
+        svc,
+        &routed(place),
+        record,
+        now,
+        t0(),
+    )
+    .step
+    {
+        Step::Delete(d) => Some(d),
+        _ => None,
+    };
+    let record = ensured("u-1", &lb_service());
+
+    let moved = cleanup(Place::Elsewhere, &both, &record).unwrap();
+    assert_eq!(
+        moved.cleanup_write,
+        Some(json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [mine]}})),
+        "served elsewhere: its status is the other provider's"
+    );
+    let left = cleanup(Place::Nowhere, &cluster_ip(both.clone()), &record).unwrap();
+    let write = left.cleanup_write.unwrap();
+    assert_eq!(
+        write["metadata"]["$deleteFromPrimitiveList/finalizers"],
+        json!([mine])
+    );
+    assert_eq!(write["status"]["loadBalancer"], json!({ "ingress": null }));
+    assert_eq!(write["status"]["conditions"], condition_removal());
+
+    // Unsure: nothing, whatever this process did, unless being deleted.
+    assert_eq!(cleanup(Place::Unsure, &both, &record), None);
+    let step = super::plan(&both, &routed(Place::Unsure), &record, now, t0()).step;
+    assert_eq!(step, Step::Nothing);
+    assert!(cleanup(Place::Unsure, &deleting(both.clone()), &record).is_some());
+    // Its finalizer removed by hand: deleted only on proof.
+    let bare = published(lb_service());
+    assert_eq!(cleanup(Place::Unsure, &bare, &record), None);
+    assert!(
+        cleanup(Place::Elsewhere, &bare, &record)
+            .unwrap()
+            .finalizer_gone
+    );
+
+    // Served here: its own finalizer goes on, beside another's.
+    let mut theirs = lb_service();
+    theirs.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    let Step::Ensure(e) =
+        super::plan(&theirs, &routed(Place::Here), &Record::default(), now, t0()).step
+    else {
+        panic!("served here: ensured");
+    };
+    assert_eq!(
+        e.first_write.unwrap()["metadata"]["finalizers"],
+        json!([mine])
+    );
 }
