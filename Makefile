@@ -127,9 +127,10 @@ test-release: test-images release ## make test-images and make release, then che
 	cd hack/ocibuild && CCM_RELEASE_DIR=$(CURDIR)/_out/release $(GO_ENV) go test -count=1 -run '^TestRelease$$' -v .
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, one provider's node initialisation with the other hung (two providers), 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
+	$(CARGO) bench --locked -p ccm-e2e --bench hybrid_isolation
 	$(CARGO) bench --locked -p ccm-e2e --bench lb_services
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
 	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss
