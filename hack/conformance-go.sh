@@ -11,4 +11,7 @@ source "$(dirname "$0")/lib/conformance.sh"
 conformance_setup
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 (cd "$root/providers/examples/go-fake" && go build -o "$work/go-fake" .)
-conformance_run "$work/go-fake"
+# The identity declares a class, declines Services without one and names a
+# platform (contract 1.3.0), for identity/ownership-well-formed-and-stable.
+conformance_run "$work/go-fake" --load-balancer-class example.com/go-fake --unclassed-services declined \
+  --platform go-fake

@@ -10,4 +10,5 @@ conformance_setup
 venv=$("$root/hack/python-venv.sh")
 export PYTHONPATH=$root/provider-sdk/python/src PYTHONDONTWRITEBYTECODE=1
 conformance_run "$venv/bin/python" "$root/providers/examples/python-memory/memory_provider.py" \
-  --instance conformance-node-1 --instance conformance-node-2
+  --instance conformance-node-1 --instance conformance-node-2 \
+  --load-balancer-class example.com/memory --platform memory

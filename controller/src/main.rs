@@ -55,16 +55,80 @@ async fn shutdown_signal() {
 }
 
 async fn provider_info(opts: &Options, output: OutputFormat) -> anyhow::Result<()> {
-    let endpoint = &opts.provider.provider_endpoint;
-    let report =
-        cloud_controller_manager::provider_info::report(endpoint, opts.provider.client_options())
+    use cloud_controller_manager::provider_info;
+    let providers = opts.providers()?;
+    if !providers.is_hybrid() {
+        let endpoint = opts.provider.endpoint();
+        let report = provider_info::report(endpoint, opts.provider.client_options())
             .await
             .with_context(|| format!("asking the provider at {endpoint}"))?;
-    match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Text => print!("{}", cloud_controller_manager::provider_info::text(&report)),
+        match output {
+            OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            OutputFormat::Text => print!("{}", provider_info::text(&report)),
+        }
+        return Ok(());
     }
-    Ok(())
+    let reports =
+        provider_info::report_all(&providers.endpoints, opts.provider.client_options()).await;
+    match output {
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&provider_info::json_all(&reports))?
+        ),
+        OutputFormat::Text => print!("{}", provider_info::text_all(&reports)),
+    }
+    failed_providers(&reports)
+}
+
+/// An error naming every provider that did not answer, after the others'
+/// reports are printed.
+fn failed_providers(
+    reports: &[cloud_controller_manager::provider_info::Named],
+) -> anyhow::Result<()> {
+    let failed: Vec<String> = reports
+        .iter()
+        .filter_map(|n| {
+            let e = n.report.as_ref().err()?;
+            Some(format!("{} at {}: {e}", n.name, n.endpoint))
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("asking the providers: {}", failed.join("; "))
+    }
+}
+
+async fn provider_annotations(opts: &Options) -> anyhow::Result<()> {
+    use cloud_controller_manager::provider_info;
+    let providers = opts.providers()?;
+    if !providers.is_hybrid() {
+        let endpoint = opts.provider.endpoint();
+        let reference = provider_info::annotations(endpoint, opts.provider.client_options())
+            .await
+            .with_context(|| format!("asking the provider at {endpoint}"))?;
+        print!("{reference}");
+        return Ok(());
+    }
+    let mut failed = Vec::new();
+    for (i, p) in providers.endpoints.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        println!("# Provider {}\n", p.name);
+        match provider_info::annotations(&p.endpoint, opts.provider.client_options()).await {
+            Ok(reference) => print!("{reference}"),
+            Err(e) => {
+                println!("Not answering: {e}");
+                failed.push(format!("{} at {}: {e}", p.name, p.endpoint));
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("asking the providers: {}", failed.join("; "))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -83,15 +147,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
             return provider_info(&opts, output).await;
         }
         Some(Command::Provider(ProviderCommand::Annotations)) => {
-            let endpoint = &opts.provider.provider_endpoint;
-            let reference = cloud_controller_manager::provider_info::annotations(
-                endpoint,
-                opts.provider.client_options(),
-            )
-            .await
-            .with_context(|| format!("asking the provider at {endpoint}"))?;
-            print!("{reference}");
-            return Ok(());
+            return provider_annotations(&opts).await;
         }
         None => {}
     }

@@ -1,6 +1,7 @@
 //! `cloud-controller-manager provider info`: what the provider behind
-//! `--provider-endpoint` says about itself, for wiring up a new provider
-//! (identity, capabilities, annotation schema, readiness, clusters).
+//! `--provider-endpoint` (or each `--provider`) says about itself, for
+//! wiring up a new provider (identity, capabilities, annotation schema,
+//! readiness, clusters).
 
 use ccm_provider_sdk::proto::Capability;
 use ccm_provider_sdk::{ClientError, ClientOptions, ProviderClient, Readiness};
@@ -46,6 +47,13 @@ pub async fn report(endpoint: &str, options: ClientOptions) -> Result<Value, Cli
         Value::Null
     };
     let manifest: std::collections::BTreeMap<&String, &String> = h.info.manifest.iter().collect();
+    let unclassed = ccm_provider_sdk::proto::UnclassedServices::try_from(h.info.unclassed_services)
+        .map(|u| {
+            u.as_str_name()
+                .trim_start_matches("UNCLASSED_SERVICES_")
+                .to_owned()
+        })
+        .unwrap_or_else(|_| format!("UNKNOWN ({})", h.info.unclassed_services));
     Ok(json!({
         "endpoint": endpoint,
         "name": h.info.name,
@@ -56,6 +64,10 @@ pub async fn report(endpoint: &str, options: ClientOptions) -> Result<Value, Cli
         // lists none.
         "provider_id_schemes": h.schemes(),
         "has_cluster_id": h.info.has_cluster_id,
+        // Contract 1.3.0: what routing to several providers reads.
+        "load_balancer_classes": h.info.load_balancer_classes,
+        "unclassed_services": unclassed,
+        "platforms": h.info.platforms,
         "manifest": manifest,
         "capabilities": capabilities,
         "annotations": {
@@ -88,6 +100,79 @@ pub fn text(report: &Value) -> String {
         }
     }
     out
+}
+
+/// One configured provider's report, or why there is none.
+pub struct Named {
+    pub name: String,
+    pub endpoint: String,
+    pub report: Result<Value, ClientError>,
+}
+
+/// [`report`] of every configured provider (asked all at once: one that
+/// hangs costs its deadlines, not the others').
+pub async fn report_all(
+    providers: &[crate::config::Endpoint],
+    options: ClientOptions,
+) -> Vec<Named> {
+    futures::future::join_all(providers.iter().map(|p| {
+        let options = options.clone();
+        async move {
+            Named {
+                name: p.name.clone(),
+                endpoint: p.endpoint.clone(),
+                report: report(&p.endpoint, options).await,
+            }
+        }
+    }))
+    .await
+}
+
+/// Every provider's [`text`] under a header with its name; one that did
+/// not answer says why in place.
+pub fn text_all(reports: &[Named]) -> String {
+    let mut out = String::new();
+    for (i, n) in reports.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("=== provider {} ===\n", n.name));
+        match &n.report {
+            Ok(r) => out.push_str(&text(r)),
+            Err(e) => out.push_str(&text(&error_report(n, e))),
+        }
+    }
+    out
+}
+
+/// Every provider's report, in `--provider` order, each with its name
+/// under `provider`; one that did not answer has `error` instead.
+pub fn json_all(reports: &[Named]) -> Value {
+    Value::Array(
+        reports
+            .iter()
+            .map(|n| {
+                let mut fields = serde_json::Map::new();
+                fields.insert("provider".into(), json!(n.name));
+                match &n.report {
+                    Ok(Value::Object(r)) => fields.extend(r.clone()),
+                    Ok(other) => {
+                        fields.insert("report".into(), other.clone());
+                    }
+                    Err(e) => {
+                        if let Value::Object(r) = error_report(n, e) {
+                            fields.extend(r);
+                        }
+                    }
+                }
+                Value::Object(fields)
+            })
+            .collect(),
+    )
+}
+
+fn error_report(n: &Named, e: &ClientError) -> Value {
+    json!({ "endpoint": n.endpoint, "error": e.to_string() })
 }
 
 /// A provider's annotation schema as a Markdown section: what

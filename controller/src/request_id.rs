@@ -59,9 +59,17 @@ impl ccm_runtime::Scope for ProviderScope {
     }
 }
 
+tokio::task_local! {
+    /// With several providers: the provider the running controller task
+    /// works for (set by the manager around the task), named on every
+    /// reconcile span so its log lines say which provider they concern.
+    pub static PROVIDER: std::sync::Arc<str>;
+}
+
 /// Runs `work` with its provider calls carrying `id` and one W3C trace id
 /// (`traceparent`), and its log lines inside a
-/// `reconcile{request_id=… trace_id=…}` span.
+/// `reconcile{request_id=… trace_id=…}` span (`provider=…` too when the
+/// task works for one of several providers, see [`PROVIDER`]).
 ///
 /// With `--tracing-endpoint` the span is exported and its calls are its
 /// children (their `traceparent` names it); otherwise each reconcile starts
@@ -71,8 +79,12 @@ pub async fn scoped<F: Future>(id: String, work: F) -> F::Output {
     let span = tracing::info_span!(
         "reconcile",
         request_id = scope.id(),
+        provider = tracing::field::Empty,
         trace_id = tracing::field::Empty
     );
+    if let Ok(provider) = PROVIDER.try_with(|p| p.clone()) {
+        span.record("provider", provider.as_ref());
+    }
     if let Some((trace, parent)) = crate::telemetry::exported_ids(&span) {
         scope = scope.within(trace, parent);
     }
@@ -106,5 +118,45 @@ mod tests {
         };
         assert_eq!(node(&n), "node/worker-1");
         assert_eq!(routes("prod"), "routes/prod");
+    }
+
+    /// Several providers: a controller task's reconcile spans name its
+    /// provider, so every log line of theirs does; without one, nothing.
+    #[tokio::test]
+    async fn reconcile_spans_name_the_provider_of_the_task() {
+        use std::io::Write;
+        #[derive(Clone, Default)]
+        struct Lines(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
+        impl Write for Lines {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let work = || scoped("node/n1".into(), async { tracing::info!("inside") });
+        work().await;
+        PROVIDER.scope("cloud".into(), work()).await;
+        let text = String::from_utf8(lines.0.lock().clone()).unwrap();
+        let logged: Vec<&str> = text.lines().collect();
+        assert_eq!(logged.len(), 2, "{text}");
+        assert!(
+            logged[0].contains(r#"reconcile{request_id="node/n1" trace_id="#)
+                && !logged[0].contains("provider"),
+            "{text}"
+        );
+        assert!(
+            logged[1].contains(r#"reconcile{request_id="node/n1" provider="cloud" trace_id="#),
+            "{text}"
+        );
     }
 }

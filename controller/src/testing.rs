@@ -156,6 +156,69 @@ pub fn context(client: Client, provider: &Provider, nodes: Vec<Node>) -> Arc<Con
 /// [`context`] over any provider client (a provider written on the raw
 /// generated traits, to send what the fake never would).
 pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) -> Arc<Context> {
+    scoped_context(
+        client,
+        crate::providers::ScopedProvider::single(provider),
+        nodes,
+    )
+}
+
+/// Two providers (docs/hybrid.md): "a", the default, owning `fake://`
+/// (the fake's scheme), and "b", managing the platform "b" by flag and
+/// owning `other://`. A Node labelled with the platform "b" is b's.
+pub fn two_providers() -> crate::providers::Routing {
+    use crate::providers::{Identity, Member, Table};
+    let ident = |scheme: &str| Identity {
+        schemes: vec![scheme.into()],
+        serves_unclassed: true,
+        ..Default::default()
+    };
+    let mut a = Member::new("a");
+    a.identity = Some(ident("fake"));
+    let mut b = Member::new("b");
+    b.platforms = vec!["b".into()];
+    b.identity = Some(ident("other"));
+    Arc::new(parking_lot::RwLock::new(
+        Table::hybrid(vec![a, b], Some("a")).unwrap(),
+    ))
+}
+
+/// `n` labelled as running on the platform `platform` (KEP-5778).
+pub fn on_platform(mut n: Node, platform: &str) -> Node {
+    n.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(
+            crate::providers::route::PLATFORM_KEY.into(),
+            platform.into(),
+        );
+    n
+}
+
+/// [`context`] for the provider `provider` of several, as `routing`
+/// routes.
+pub fn hybrid_context(
+    client: Client,
+    provider: &Provider,
+    nodes: Vec<Node>,
+    routing: &crate::providers::Routing,
+    name: &str,
+) -> Arc<Context> {
+    scoped_context(
+        client,
+        crate::providers::ScopedProvider {
+            client: provider.client.clone(),
+            scope: crate::providers::Scope::new(routing.clone(), name),
+        },
+        nodes,
+    )
+}
+
+fn scoped_context(
+    client: Client,
+    provider: crate::providers::ScopedProvider,
+    nodes: Vec<Node>,
+) -> Arc<Context> {
     let (store, mut writer) = reflector::store();
     for n in nodes {
         writer.apply_watcher_event(&watcher::Event::Apply(n));
@@ -163,7 +226,7 @@ pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) 
     let mut registry = prometheus_client::registry::Registry::default();
     Context::new(
         client,
-        crate::providers::ScopedProvider::single(provider),
+        provider,
         store,
         "kubernetes".into(),
         "test-controller",

@@ -20,7 +20,10 @@ async fn reports_identity_capabilities_probe_and_clusters() {
         .await
         .unwrap();
     assert_eq!(report["name"], "fake");
-    assert_eq!(report["contract_version"], "1.2.0");
+    assert_eq!(
+        report["contract_version"],
+        ccm_provider_sdk::proto::CONTRACT_VERSION
+    );
     assert_eq!(report["provider_id_schemes"], serde_json::json!(["fake"]));
     assert_eq!(report["probe"]["state"], "READY");
     let caps = report["capabilities"].as_array().unwrap();
@@ -90,6 +93,69 @@ async fn lists_every_provider_id_scheme_the_provider_owns() {
                     && l.ends_with(r#"["fake","fake-metal"]"#)),
             "{text}"
         );
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    })
+    .await
+    .expect("test took longer than 30 s");
+}
+
+/// Several providers (`--provider`): every one is reported under its name,
+/// in flag order; one that does not answer says why in its place.
+#[tokio::test]
+async fn reports_every_configured_provider_under_its_name() {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let dir = tempfile::tempdir().unwrap();
+        let up = format!("unix://{}/up.sock", dir.path().display());
+        let down = format!("unix://{}/down.sock", dir.path().display());
+        let fake = FakeCloud::new(FakeConfig::default()).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(fake.serve(up.clone(), async {
+            let _ = stopped.await;
+        }));
+        let providers = [
+            cloud_controller_manager::config::Endpoint {
+                name: "down".into(),
+                endpoint: down.clone(),
+            },
+            cloud_controller_manager::config::Endpoint {
+                name: "cloud".into(),
+                endpoint: up.clone(),
+            },
+        ];
+        let reports = loop {
+            let r = provider_info::report_all(&providers, Default::default()).await;
+            if r[1].report.is_ok() {
+                break r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        assert!(reports[0].report.is_err());
+        let text = provider_info::text_all(&reports);
+        let down_at = text.find("=== provider down ===").expect(&text);
+        let cloud_at = text.find("=== provider cloud ===").expect(&text);
+        assert!(down_at < cloud_at, "in flag order: {text}");
+        let down_block: Vec<&str> = text[down_at..cloud_at].lines().collect();
+        assert!(
+            down_block
+                .iter()
+                .any(|l| l.starts_with("endpoint") && l.ends_with("down.sock"))
+                && down_block.iter().any(|l| l.starts_with("error ")),
+            "{text}"
+        );
+        assert!(
+            text[cloud_at..]
+                .lines()
+                .any(|l| l.starts_with("name") && l.ends_with(" fake")),
+            "{text}"
+        );
+        let json = provider_info::json_all(&reports);
+        assert_eq!(json[0]["provider"], "down");
+        assert_eq!(json[0]["endpoint"], down);
+        assert!(json[0]["error"].is_string());
+        assert_eq!(json[1]["provider"], "cloud");
+        assert_eq!(json[1]["name"], "fake");
+        assert_eq!(json[1]["probe"]["state"], "READY");
         let _ = stop.send(());
         server.await.unwrap().unwrap();
     })

@@ -5,6 +5,7 @@
 pub mod compat;
 mod controllers;
 pub mod duration;
+pub mod providers;
 
 use std::net::IpAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
@@ -15,6 +16,7 @@ use clap::{Args, Parser, ValueEnum};
 
 pub use compat::{CompatArgs, CompatWarning};
 pub use controllers::{ControllerName, enabled_controllers};
+pub use providers::{Endpoint, Providers, ProvidersArgs};
 
 use crate::cidr::{Cidr, parse_cluster_cidrs};
 
@@ -49,6 +51,9 @@ pub enum ConfigError {
     /// Two flags that set one thing disagree.
     #[error("{0}")]
     Conflict(String),
+    /// The `--provider` flags and those keyed by a provider's name.
+    #[error("{0}")]
+    Providers(String),
 }
 
 /// Upstream's secure port (`CloudControllerManagerPort`).
@@ -77,6 +82,8 @@ pub struct Options {
     pub controllers: ControllersArgs,
     #[command(flatten)]
     pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub providers: ProvidersArgs,
     #[command(flatten)]
     pub provider_access: ProviderAccessArgs,
     #[command(flatten)]
@@ -224,15 +231,16 @@ fn cluster_cidrs(flag: &str) -> Result<ClusterCidrs, String> {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Provider")]
 pub struct ProviderArgs {
-    /// The provider's gRPC endpoint, a Unix socket.
+    /// The provider's gRPC endpoint, a Unix socket (one provider; for
+    /// several, see --provider). [default:
+    /// unix:///var/run/cloud-provider/provider.sock]
     #[arg(
         long,
         global = true,
         env = "CLOUD_PROVIDER_ENDPOINT",
-        default_value = ccm_provider_sdk::DEFAULT_ENDPOINT,
         value_parser = provider_endpoint,
     )]
-    pub provider_endpoint: String,
+    pub provider_endpoint: Option<String>,
 
     /// Deadline of identity calls (info, capabilities, probe).
     #[arg(long, default_value = "5s", value_parser = duration::parse)]
@@ -252,7 +260,8 @@ pub struct ProviderArgs {
     #[arg(long, default_value = "30s", value_parser = duration::parse)]
     pub provider_capability_refresh_period: Duration,
 
-    /// Most provider calls in flight at once, across all controllers.
+    /// Most provider calls in flight at once, across all controllers (per
+    /// provider, with several).
     #[arg(long, default_value = "64", value_parser = positive::<NonZeroUsize>("--provider-max-concurrency must be a positive number"))]
     pub provider_max_concurrency: NonZeroUsize,
 }
@@ -435,7 +444,8 @@ pub struct FaultArgs {
 /// Subcommands besides running the controllers.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Command {
-    /// Diagnostics for the provider behind --provider-endpoint.
+    /// Diagnostics for the provider behind --provider-endpoint, or for each
+    /// --provider.
     #[command(subcommand)]
     Provider(ProviderCommand),
 }
@@ -471,7 +481,17 @@ impl Options {
         self.admin.validate()?;
         crate::manager::provider_access::validate(&self.provider_access)?;
         compat::validate(self)?;
+        self.providers()?;
         enabled_controllers(&self.controllers.controllers)
+    }
+
+    /// The providers to connect to and the routing table: the `--provider`s,
+    /// or the one behind `--provider-endpoint`.
+    pub fn providers(&self) -> Result<Providers, ConfigError> {
+        self.providers.providers(
+            self.provider.endpoint(),
+            self.provider.provider_endpoint.is_some(),
+        )
     }
 
     /// The log format: `--log-format`, else `--logging-format`, else plain.
@@ -537,6 +557,13 @@ impl LeaderElectionArgs {
 }
 
 impl ProviderArgs {
+    /// `--provider-endpoint`, or its default.
+    pub fn endpoint(&self) -> &str {
+        self.provider_endpoint
+            .as_deref()
+            .unwrap_or(ccm_provider_sdk::DEFAULT_ENDPOINT)
+    }
+
     /// The client's deadlines and limits from the flags.
     pub fn client_options(&self) -> ccm_provider_sdk::ClientOptions {
         ccm_provider_sdk::ClientOptions {

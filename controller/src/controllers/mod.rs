@@ -109,13 +109,15 @@ pub fn start(
 }
 
 /// The runner of `reconciler`: the work queue `queue` (its metrics are
-/// `workqueue_*{name=queue}`), each reconcile under its request id with
-/// its provider calls carrying it.
+/// `workqueue_*{name=queue}`; `queue:<provider>` with several providers),
+/// each reconcile under its request id with its provider calls carrying
+/// it.
 pub(crate) fn runner<R: Reconcile>(
     ctx: &Context,
     reconciler: Arc<R>,
     queue: &'static str,
 ) -> Controller<R> {
+    let queue = crate::providers::qualified(queue, ctx.scope.provider(), ctx.scope.is_hybrid());
     Controller::new(reconciler, queue, ctx.metrics.queues.clone()).scope(ProviderScope)
 }
 

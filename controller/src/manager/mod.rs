@@ -3,14 +3,22 @@
 //!
 //! ```text
 //! start ─► kube client (rate limit, fence) ─► admin server ─► acquire Lease
-//!       ─► provider handshake ─► runnable controllers (capabilities)
-//!       ─► Node watch (one, shared) ─► cache synced ─► controllers
+//!       ─► Node watch (one, shared) ─► cache synced
+//!       ─► per provider, on its own: handshake ─► runnable controllers
+//!          (capabilities) ─► its controllers ─► capability refresh
 //!       ─► run until: shutdown │ Lease lost │ a supervised task stops
 //! ```
+//!
+//! With several providers (`--provider`, docs/hybrid.md) each has its own
+//! client (connection, concurrency limit; the one fence), handshake,
+//! capability refresh and instance of every controller it can run, named
+//! `<name>:<provider>`; a provider that does not answer holds back only
+//! its own controllers.
 
 pub mod admin;
 pub mod leader;
 pub mod metrics;
+pub mod node_owners;
 pub mod node_watch;
 pub mod provider_access;
 pub mod startup;
@@ -21,11 +29,16 @@ pub use ccm_runtime::{dry_run, kube_client, supervisor};
 use std::future::Future;
 use std::sync::Arc;
 
+use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use kube::Client;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::{ConfigError, ControllerName, Options};
 use crate::controllers::{self, Shared};
+use crate::providers::{Identity, Routing, Scope, qualified};
 use admin::Health;
 use kube_client::{ClientThrottle, Throttle};
 use leader::{Elector, Fence, LeaderError};
@@ -61,17 +74,71 @@ struct Manager {
     reviews_client: Client,
     /// `--dry-run-writes`: what was not written.
     dry_run: Option<dry_run::DryRun>,
-    provider: ccm_provider_sdk::ProviderClient,
+    /// Every configured provider, in `--provider` order.
+    providers: Vec<Provider>,
+    /// Who answers for which Node and Service; each provider's identity
+    /// is written in at every handshake.
+    routing: Routing,
     elector: Option<Elector>,
     /// Taken when the controllers start.
     node_watch: Option<NodeWatch>,
     health: Arc<Health>,
     manager_metrics: metrics::ManagerMetrics,
-    controller_metrics: metrics::ControllerMetrics,
     /// `--provider-service-account`: the provider's tokens, minted on
     /// every replica (taken when the manager runs).
     provider_access: Option<provider_access::ProviderAccess>,
 }
+
+/// One configured provider, as the manager runs it.
+struct Provider {
+    name: String,
+    endpoint: String,
+    client: ProviderClient,
+    /// What its controller instances are handed.
+    scope: Scope,
+    /// What its controller instances count into.
+    metrics: metrics::ControllerMetrics,
+    /// Its `provider` label on `running_managed_controllers` (none with
+    /// one provider).
+    label: metrics::ProviderLabel,
+    /// Its controllers running; `None` until its first handshake.
+    running: Option<Vec<ControllerName>>,
+}
+
+impl Provider {
+    fn hybrid(&self) -> bool {
+        self.label.0.is_some()
+    }
+
+    /// The supervised task, health check and log name of its instance of
+    /// `c`: the controller's name, `<name>:<provider>` with several.
+    fn task(&self, c: ControllerName) -> &'static str {
+        qualified(c.canonical(), &self.name, self.hybrid())
+    }
+
+    /// The controllers of `enabled` this provider runs at all: pv-label
+    /// only for the default provider (volumes carry no owner to route by),
+    /// node-route unless `--provider-routes NAME=false`.
+    fn enabled(&self, enabled: &[ControllerName]) -> Vec<ControllerName> {
+        let default = self.scope.routing().read().default_name() == Some(self.name.as_str());
+        enabled
+            .iter()
+            .copied()
+            .filter(|c| *c != ControllerName::PvLabel || default)
+            .filter(|c| *c != ControllerName::NodeRoute || self.scope.routes())
+            .collect()
+    }
+}
+
+/// What a provider answered, for the manager's loop.
+enum Answer {
+    /// Its first handshake (awaited until it came).
+    First(Arc<Handshake>),
+    /// A capability refresh.
+    Refresh(Result<Arc<Handshake>, ClientError>),
+}
+
+type Answers = FuturesUnordered<BoxFuture<'static, (usize, Answer)>>;
 
 impl Manager {
     fn build(opts: Options, config: kube::Config) -> Result<Self, RunError> {
@@ -127,17 +194,40 @@ impl Manager {
             None => None,
         };
         let client = kube_client::client(config, throttle.clone(), fence.clone(), dry_run.clone())?;
+        // One gate for every provider: one Lease, one fence.
         let gate: Arc<dyn ccm_provider_sdk::client::MutationGate> = match &dry_run {
             Some(d) => Arc::new(DryRunGate(d.clone())),
             None => Arc::new(fence),
         };
-        let provider = startup::provider_client(
-            &opts.provider,
-            metrics::ProviderMetrics::register(&mut registry),
-            gate,
-        )?;
+        let configured = opts.providers()?;
+        let hybrid = configured.is_hybrid();
+        let routing: Routing = Arc::new(RwLock::new(configured.table));
+        let provider_metrics = metrics::ProviderMetrics::register(&mut registry);
         let manager_metrics = metrics::ManagerMetrics::register(&mut registry);
-        let controller_metrics = metrics::ControllerMetrics::register(&mut registry);
+        let controller_metrics =
+            metrics::ControllerMetricsByProvider::register(&mut registry, hybrid);
+        let mut providers = Vec::new();
+        for e in configured.endpoints {
+            let (calls, label) = if hybrid {
+                (
+                    provider_metrics.for_provider(&e.name),
+                    metrics::ProviderLabel::named(&e.name),
+                )
+            } else {
+                (provider_metrics.clone(), metrics::ProviderLabel::default())
+            };
+            let client =
+                startup::provider_client(&e.endpoint, &opts.provider, calls, gate.clone())?;
+            providers.push(Provider {
+                scope: Scope::new(routing.clone(), e.name.clone()),
+                metrics: controller_metrics.for_provider(&e.name),
+                name: e.name,
+                endpoint: e.endpoint,
+                client,
+                label,
+                running: None,
+            });
+        }
         let node_watch = NodeWatch::new();
         registry.register_collector(Box::new(metrics::scraped::ProcessCollector));
         registry.register_collector(Box::new(metrics::scraped::UninitializedNodes(
@@ -146,7 +236,12 @@ impl Manager {
         let health = Arc::new(Health::new(
             elector.as_ref().map(|e| (e.fence(), Mutex::new(false))),
             node_watch.synced(),
-            provider.clone(),
+            providers
+                .iter()
+                .map(|p| {
+                    admin::ProviderHealth::new(hybrid.then(|| p.name.clone()), p.client.clone())
+                })
+                .collect(),
             registry,
         ));
         Ok(Manager {
@@ -154,12 +249,12 @@ impl Manager {
             client,
             reviews_client,
             dry_run,
-            provider,
+            providers,
+            routing,
             elector,
             node_watch: Some(node_watch),
             health,
             manager_metrics,
-            controller_metrics,
             provider_access,
         })
     }
@@ -222,25 +317,28 @@ impl Manager {
     /// Starts the runnable controllers and supervises them. Returns only
     /// on a failure: every task runs until the process stops.
     async fn run_controllers(&mut self, enabled: &[ControllerName]) -> Result<(), RunError> {
-        let handshake =
-            startup::wait_for_provider(&self.provider, &self.opts.provider.provider_endpoint).await;
-        startup::check_cluster_id(&handshake, self.opts.compat.allow_untagged_cloud)?;
-        let runnable = startup::runnable(enabled, &handshake, &self.opts.controllers)?;
+        let hybrid = self.routing.read().is_hybrid();
+        // Every provider's handshake is awaited on its own, from the start:
+        // one that does not answer holds back only its own controllers.
+        let mut answers: Answers = FuturesUnordered::new();
+        for (i, p) in self.providers.iter().enumerate() {
+            let (client, endpoint) = (p.client.clone(), p.endpoint.clone());
+            let name = hybrid.then(|| p.name.clone());
+            answers.push(Box::pin(async move {
+                let h = startup::wait_for_provider(&client, &endpoint, name.as_deref()).await;
+                (i, Answer::First(h))
+            }));
+        }
 
-        let mut watch = self.node_watch.take().unwrap_or_default();
-        // Subscribed before the watch starts, so they see the first listing.
-        let mut node_events: Vec<_> = runnable
-            .iter()
-            .map(|c| c.follows_node_events().then(|| watch.subscribe()))
-            .collect();
-        let shared = Shared {
+        let watch = self.node_watch.take().unwrap_or_default();
+        let base = Shared {
             client: self.client.clone(),
-            provider: self.provider.clone(),
+            provider: self.providers[0].client.clone(),
             nodes: watch.store(),
             node_changes: watch.changes(),
-            metrics: self.controller_metrics.clone(),
+            metrics: self.providers[0].metrics.clone(),
             dry_run: self.dry_run.clone(),
-            scope: crate::providers::Scope::single(),
+            scope: self.providers[0].scope.clone(),
         };
         let mut synced = watch.synced();
         let subscribers = watch.subscribers();
@@ -254,77 +352,199 @@ impl Manager {
             // The watch's task ended: the supervisor says how.
             return Err(supervisor.failure().await.into());
         }
-        tracing::info!(nodes = shared.nodes.len(), "node cache synced");
-
-        let mut running = Vec::new();
-        for (c, events) in runnable.iter().zip(node_events.drain(..)) {
-            self.start_controller(*c, &shared, events, &mut supervisor);
-            running.push(*c);
+        tracing::info!(nodes = base.nodes.len(), "node cache synced");
+        if hybrid {
+            supervisor.spawn(
+                "node-ownership",
+                node_owners::run(
+                    self.routing.clone(),
+                    base.nodes.clone(),
+                    subscribers.subscribe(),
+                    self.ownership_events(),
+                ),
+            );
         }
+
         let refresh = self.opts.provider.provider_capability_refresh_period;
         loop {
             tokio::select! {
                 failed = supervisor.failure() => {
-                    for c in &running {
-                        if c.canonical() == failed.task {
-                            self.manager_metrics.set_running(c.alias(), false);
+                    for p in &self.providers {
+                        for c in p.running.iter().flatten() {
+                            if p.task(*c) == failed.task {
+                                self.manager_metrics.set_running(c.alias(), &p.label, false);
+                            }
                         }
                     }
                     return Err(failed.into());
                 }
-                _ = tokio::time::sleep(refresh), if !refresh.is_zero() => {
-                    let Some(wanted) = self.capable_now(enabled).await else {
-                        continue;
+                Some((i, answer)) = answers.next() => {
+                    let h = match answer {
+                        Answer::First(h) => {
+                            startup::check_cluster_id(&h, self.opts.compat.allow_untagged_cloud)?;
+                            Some(h)
+                        }
+                        Answer::Refresh(Ok(h)) => Some(h),
+                        Answer::Refresh(Err(e)) => {
+                            let p = &self.providers[i];
+                            tracing::debug!(provider = hybrid.then_some(p.name.as_str()), error = %e, "capability refresh: provider not answering");
+                            None
+                        }
                     };
-                    for c in wanted.iter().filter(|c| !running.contains(c)) {
-                        tracing::info!(controller = c.canonical(), "the provider now has the capability it needs");
-                        let events = c.follows_node_events().then(|| subscribers.subscribe());
-                        self.start_controller(*c, &shared, events, &mut supervisor);
+                    if let Some(h) = h {
+                        if self.learn_identity(i, &h) {
+                            // Which provider owns which Node may have
+                            // changed: every controller looks again.
+                            subscribers.resync();
+                        }
+                        self.follow_capabilities(i, &h, enabled, &base, &subscribers, &mut supervisor)?;
                     }
-                    for c in running.iter().filter(|c| !wanted.contains(c)) {
-                        tracing::warn!(controller = c.canonical(), "the provider no longer has the capability this controller needs; stopping it");
-                        supervisor.stop(c.canonical());
-                        self.health.remove_controller(c.canonical());
-                        self.manager_metrics.set_running(c.alias(), false);
+                    if !refresh.is_zero() {
+                        // Asked again even on the same connection: a
+                        // provider may change its capabilities without
+                        // restarting. A restarted provider is reconnected
+                        // to by the first call.
+                        let client = self.providers[i].client.clone();
+                        answers.push(Box::pin(async move {
+                            tokio::time::sleep(refresh).await;
+                            (i, Answer::Refresh(client.refresh_handshake().await))
+                        }));
                     }
-                    running = wanted;
                 }
             }
         }
     }
 
-    /// The controllers the provider's capabilities allow now, or `None`
-    /// when it cannot be asked (then nothing changes).
-    async fn capable_now(&self, enabled: &[ControllerName]) -> Option<Vec<ControllerName>> {
-        // Asked again even on the same connection: a provider may change
-        // its capabilities without restarting. A restarted provider is
-        // reconnected to by the first call.
-        let handshake = match self.provider.refresh_handshake().await {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::debug!(error = %e, "capability refresh: provider not answering");
-                return None;
+    /// Records provider `i`'s identity in the routing table; whether Nodes
+    /// may have changed owners (several providers, and it changed).
+    fn learn_identity(&self, i: usize, h: &Handshake) -> bool {
+        let p = &self.providers[i];
+        let identity = Identity::of(h);
+        let mut table = self.routing.write();
+        if !table.set_identity(&p.name, identity.clone()) {
+            return false;
+        }
+        if !table.is_hybrid() {
+            return false;
+        }
+        tracing::info!(
+            provider = %p.name,
+            schemes = ?identity.schemes,
+            classes = ?identity.classes,
+            platforms = ?identity.platforms,
+            serves_unclassed = identity.serves_unclassed,
+            "provider identity"
+        );
+        true
+    }
+
+    /// Starts and stops provider `i`'s controllers to match its handshake
+    /// `h`: at the first one, what it can run (a configuration error stops
+    /// the manager, as with one provider); at a refresh, the difference
+    /// (an error there changes nothing).
+    fn follow_capabilities(
+        &mut self,
+        i: usize,
+        h: &Handshake,
+        enabled: &[ControllerName],
+        base: &Shared,
+        subscribers: &node_watch::Subscribers,
+        supervisor: &mut Supervisor,
+    ) -> Result<(), RunError> {
+        let p = &self.providers[i];
+        let mine = p.enabled(enabled);
+        let first = p.running.is_none();
+        let wanted = if first {
+            if p.hybrid() {
+                if enabled.contains(&ControllerName::NodeRoute)
+                    && !mine.contains(&ControllerName::NodeRoute)
+                {
+                    tracing::info!(provider = %p.name, "not routing this provider's Nodes: --provider-routes {}=false", p.name);
+                }
+                if enabled.contains(&ControllerName::PvLabel)
+                    && !mine.contains(&ControllerName::PvLabel)
+                {
+                    tracing::info!(provider = %p.name, "pv-label-controller runs for the default provider only");
+                }
+            }
+            startup::runnable(&mine, h, &self.opts.controllers)?
+        } else {
+            match startup::runnable_quietly(&mine, h, &self.opts.controllers) {
+                Ok(wanted) => wanted,
+                Err(e) => {
+                    tracing::warn!(provider = p.hybrid().then_some(p.name.as_str()), error = %e, "capability refresh: not changing the running controllers");
+                    return Ok(());
+                }
             }
         };
-        match startup::runnable_quietly(enabled, &handshake, &self.opts.controllers) {
-            Ok(wanted) => Some(wanted),
-            Err(e) => {
-                tracing::warn!(error = %e, "capability refresh: not changing the running controllers");
-                None
+        let running = p.running.clone().unwrap_or_default();
+        let shared = Shared {
+            provider: p.client.clone(),
+            metrics: p.metrics.clone(),
+            scope: p.scope.clone(),
+            ..base.clone()
+        };
+        for c in wanted.iter().filter(|c| !running.contains(c)) {
+            if !first {
+                tracing::info!(
+                    controller = p.task(*c),
+                    "the provider now has the capability it needs"
+                );
             }
+            let events = c.follows_node_events().then(|| subscribers.subscribe());
+            self.start_controller(i, *c, &shared, events, supervisor);
         }
+        let p = &self.providers[i];
+        for c in running.iter().filter(|c| !wanted.contains(c)) {
+            tracing::warn!(
+                controller = p.task(*c),
+                "the provider no longer has the capability this controller needs; stopping it"
+            );
+            supervisor.stop(p.task(*c));
+            self.health.remove_controller(p.task(*c));
+            self.manager_metrics.set_running(c.alias(), &p.label, false);
+        }
+        self.providers[i].running = Some(wanted);
+        Ok(())
+    }
+
+    /// The sink of the Node ownership Warnings (several providers only).
+    fn ownership_events(&self) -> ccm_runtime::events::EventSink {
+        use ccm_runtime::events;
+        let recorder = events::Recorder::new(
+            self.client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "cloud-controller-manager".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        let delivery = self
+            .dry_run
+            .clone()
+            .map_or(events::Delivery::Queued, events::Delivery::DryRun);
+        // At most one Event per Node and reason: a full queue is not
+        // worth a series of its own.
+        events::EventSink::new(
+            recorder,
+            delivery,
+            events::QUEUE_CAPACITY,
+            Default::default(),
+        )
     }
 
     fn start_controller(
         &self,
+        i: usize,
         c: ControllerName,
         shared: &Shared,
         events: Option<controllers::NodeEvents>,
         supervisor: &mut Supervisor,
     ) {
-        tracing::info!(controller = c.canonical(), "starting");
-        self.health.add_controller(c.canonical());
-        self.manager_metrics.set_running(c.alias(), true);
+        let p = &self.providers[i];
+        let task_name = p.task(c);
+        tracing::info!(controller = task_name, "starting");
+        self.health.add_controller(task_name);
+        self.manager_metrics.set_running(c.alias(), &p.label, true);
         let task = controllers::start(
             c,
             shared,
@@ -334,7 +554,12 @@ impl Manager {
         );
         #[cfg(feature = "fault-injection")]
         let task = faults::maybe_panic(c, self.opts.faults.inject_panic, task);
-        supervisor.spawn(c.canonical(), task);
+        if p.hybrid() {
+            let provider: Arc<str> = p.name.as_str().into();
+            supervisor.spawn(task_name, crate::request_id::PROVIDER.scope(provider, task));
+        } else {
+            supervisor.spawn(task_name, task);
+        }
     }
 }
 
@@ -473,5 +698,61 @@ mod faults {
             panic!("injected panic in {c}");
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{Member, Table};
+    use ControllerName::*;
+
+    fn provider(routing: &Routing, name: &str, hybrid: bool) -> Provider {
+        let mut registry = prometheus_client::registry::Registry::default();
+        Provider {
+            name: name.into(),
+            endpoint: "unix:///nonexistent.sock".into(),
+            client: ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
+                .unwrap(),
+            scope: Scope::new(routing.clone(), name),
+            metrics: metrics::ControllerMetrics::register(&mut registry),
+            label: if hybrid {
+                metrics::ProviderLabel::named(name)
+            } else {
+                metrics::ProviderLabel::default()
+            },
+            running: None,
+        }
+    }
+
+    /// pv-label for the default provider only; node-route unless
+    /// `--provider-routes NAME=false`; names qualified with several
+    /// providers only.
+    #[tokio::test]
+    async fn what_each_provider_runs_and_its_names() {
+        let all = [CloudNode, CloudNodeLifecycle, ServiceLb, NodeRoute, PvLabel];
+        let mut cloud = Member::new("cloud");
+        cloud.routes = false;
+        let routing: Routing = Arc::new(RwLock::new(
+            Table::hybrid(vec![Member::new("onprem"), cloud], Some("onprem")).unwrap(),
+        ));
+        let onprem = provider(&routing, "onprem", true);
+        let cloud = provider(&routing, "cloud", true);
+        assert_eq!(onprem.enabled(&all), all);
+        assert_eq!(
+            cloud.enabled(&all),
+            [CloudNode, CloudNodeLifecycle, ServiceLb]
+        );
+        assert_eq!(cloud.task(CloudNode), "cloud-node-controller:cloud");
+
+        let none: Routing = Arc::new(RwLock::new(
+            Table::hybrid(vec![Member::new("a")], None).unwrap(),
+        ));
+        assert!(!provider(&none, "a", true).enabled(&all).contains(&PvLabel));
+
+        let single: Routing = Arc::new(RwLock::new(Table::single()));
+        let one = provider(&single, "default", false);
+        assert_eq!(one.enabled(&all), all);
+        assert_eq!(one.task(ServiceLb), "service-lb-controller");
     }
 }

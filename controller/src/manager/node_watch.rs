@@ -28,7 +28,7 @@ pub struct NodeWatch {
     writer: reflector::store::Writer<Node>,
     subscribers: Subscribers,
     synced: watch::Sender<bool>,
-    changed: watch::Sender<u64>,
+    changed: Arc<watch::Sender<u64>>,
 }
 
 /// Adds subscribers to a [`NodeWatch`], before or while it runs.
@@ -37,6 +37,7 @@ pub struct Subscribers {
     store: Store<Node>,
     synced: watch::Receiver<bool>,
     senders: Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<Node>>>>>,
+    changed: Arc<watch::Sender<u64>>,
 }
 
 impl Subscribers {
@@ -58,6 +59,25 @@ impl Subscribers {
         rx.boxed()
     }
 
+    /// Hands every cached Node to every subscriber again, and counts a
+    /// change of the node set: which provider owns which Node changed (a
+    /// provider's identity did), so every controller looks again. Nothing
+    /// before the cache has synced (subscribers get the listing then).
+    pub fn resync(&self) {
+        if !*self.synced.borrow() {
+            return;
+        }
+        {
+            let senders = self.senders.lock();
+            for n in self.store.state() {
+                for s in senders.iter() {
+                    let _ = s.unbounded_send(n.clone());
+                }
+            }
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
     fn publish(&self, node: Node) {
         let node = Arc::new(node);
         self.senders
@@ -76,16 +96,18 @@ impl NodeWatch {
     pub fn new() -> Self {
         let (store, writer) = reflector::store();
         let synced = watch::Sender::new(false);
+        let changed = Arc::new(watch::Sender::new(0));
         NodeWatch {
             subscribers: Subscribers {
                 store: store.clone(),
                 synced: synced.subscribe(),
                 senders: Arc::default(),
+                changed: changed.clone(),
             },
             store,
             writer,
             synced,
-            changed: watch::Sender::new(0),
+            changed,
         }
     }
 

@@ -9,16 +9,18 @@ use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
 use super::metrics::ProviderMetrics;
 use crate::config::{ConfigError, ControllerName, ControllersArgs, ProviderArgs};
 
-/// The provider client configured from the flags, reporting every call to
-/// `metrics`, its mutations gated by `gate` (leader election's fence, or a
-/// dry run's).
+/// The client of the provider at `endpoint`, configured from the flags
+/// (each provider has its own connection and concurrency limit),
+/// reporting every call to `metrics`, its mutations gated by `gate`
+/// (leader election's fence, or a dry run's).
 pub fn provider_client(
+    endpoint: &str,
     args: &ProviderArgs,
     metrics: ProviderMetrics,
     gate: Arc<dyn ccm_provider_sdk::client::MutationGate>,
 ) -> Result<ProviderClient, ClientError> {
     ProviderClient::connect_lazy(
-        &args.provider_endpoint,
+        endpoint,
         ccm_provider_sdk::ClientOptions {
             observer: Some(Arc::new(metrics)),
             mutation_gate: Some(gate),
@@ -28,18 +30,30 @@ pub fn provider_client(
 }
 
 /// Waits until the provider answers its handshake. The provider sidecar may
-/// start after us; we wait rather than crash-loop.
-pub async fn wait_for_provider(provider: &ProviderClient, endpoint: &str) -> Arc<Handshake> {
+/// start after us; we wait rather than crash-loop. `name`: with several
+/// providers, which one (for the log).
+pub async fn wait_for_provider(
+    provider: &ProviderClient,
+    endpoint: &str,
+    name: Option<&str>,
+) -> Arc<Handshake> {
     let mut delay = Duration::from_millis(200);
     let mut logged = false;
     loop {
         match provider.handshake().await {
             Ok(h) => return h,
             Err(e) if !logged => {
-                tracing::info!(endpoint, error = %e, "waiting for the provider");
+                match name {
+                    Some(name) => {
+                        tracing::info!(provider = name, endpoint, error = %e, "waiting for the provider")
+                    }
+                    None => tracing::info!(endpoint, error = %e, "waiting for the provider"),
+                }
                 logged = true;
             }
-            Err(e) => tracing::debug!(endpoint, error = %e, "provider not answering yet"),
+            Err(e) => {
+                tracing::debug!(provider = name, endpoint, error = %e, "provider not answering yet")
+            }
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(10));

@@ -51,6 +51,11 @@ struct Bugs {
     /// with one twice, whose "raw-metal://" Nodes are refused as foreign,
     /// and a warning about a Node whose reason is not CamelCase.
     malformed_1_2_0_fields: bool,
+    /// (i) The fields of contract 1.3.0 sent malformed: a load balancer
+    /// class without a prefix, a platform twice.
+    malformed_1_3_0_fields: bool,
+    /// (j) unclassed_services a value contract 1.3.0 does not define.
+    unknown_unclassed_services: bool,
 }
 
 #[derive(Clone, Default)]
@@ -347,6 +352,13 @@ fn serve_declaring(bugs: Bugs, contract_version: Option<&'static str>) -> common
         identity.info.provider_id_schemes =
             vec!["raw-metal".into(), "raw-metal".into(), "raw".into()];
     }
+    if bugs.malformed_1_3_0_fields {
+        identity.info.load_balancer_classes = vec!["example.com/raw".into(), "raw".into()];
+        identity.info.platforms = vec!["raw".into(), "raw".into()];
+    }
+    if bugs.unknown_unclassed_services {
+        identity.info.unclassed_services = 3;
+    }
     let (_, health) = tonic_health::server::health_reporter();
     let routes = tonic::service::Routes::new(identity.server())
         .add_service(
@@ -578,5 +590,79 @@ async fn the_rules_of_1_2_0_hold_a_provider_declaring_1_2_0_only() {
             "{name}: {why}"
         );
     }
+    served.stop().await;
+}
+
+/// Contract 1.3.0's rule holds a provider declaring 1.3.0; one declaring
+/// 1.2.0 (which never sends the fields) has it reported as not required.
+const RULE_OF_1_3_0: &str = "identity/ownership-well-formed-and-stable";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_of_1_3_0_holds_a_provider_declaring_1_3_0_only() {
+    let bugs = Bugs {
+        malformed_1_3_0_fields: true,
+        ..Default::default()
+    };
+    let served = serve_declaring(bugs, Some("1.3.0"));
+    let mut config = served.config();
+    config.focus = vec!["identity/".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &[RULE_OF_1_3_0]);
+    let Some(ccm_provider_conformance::Outcome::Failed(why)) = report.get(RULE_OF_1_3_0) else {
+        panic!("not failed");
+    };
+    assert!(
+        why.starts_with(
+            "GetProviderInfo.load_balancer_classes[1]: \"raw\" is not a loadBalancerClass"
+        ),
+        "{why}"
+    );
+    served.stop().await;
+
+    let served = serve_declaring(bugs, Some("1.2.0"));
+    config.endpoint = served.endpoint.clone();
+    let report = ccm_provider_conformance::run(config).await;
+    common::assert_failed(&report, &[]);
+    let Some(ccm_provider_conformance::Outcome::Skipped(why)) = report.get(RULE_OF_1_3_0) else {
+        panic!("expected not required, got {:?}", report.get(RULE_OF_1_3_0));
+    };
+    assert!(
+        why.starts_with("not required at 1.2.0 (a rule of 1.3.0)"),
+        "{why}"
+    );
+    served.stop().await;
+}
+
+/// An unclassed_services value contract 1.3.0 does not define fails a
+/// provider declaring 1.3.0 (it has no such value to send), not one
+/// declaring a newer contract, which may define it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_unclassed_services_fails_only_a_provider_of_this_contract() {
+    let bugs = Bugs {
+        unknown_unclassed_services: true,
+        ..Default::default()
+    };
+    let served = serve_declaring(bugs, Some("1.3.0"));
+    let mut config = served.config();
+    config.focus = vec!["identity/".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &[RULE_OF_1_3_0]);
+    let Some(ccm_provider_conformance::Outcome::Failed(why)) = report.get(RULE_OF_1_3_0) else {
+        panic!("not failed");
+    };
+    assert!(
+        why.starts_with("GetProviderInfo.unclassed_services: unknown enum value 3"),
+        "{why}"
+    );
+    served.stop().await;
+
+    let served = serve_declaring(bugs, Some("1.4.0"));
+    config.endpoint = served.endpoint.clone();
+    let report = ccm_provider_conformance::run(config).await;
+    common::assert_failed(&report, &[]);
+    assert_eq!(
+        report.get(RULE_OF_1_3_0),
+        Some(&ccm_provider_conformance::Outcome::Passed)
+    );
     served.stop().await;
 }

@@ -37,6 +37,12 @@ struct Tiny {
     parses_ids: bool,
     /// Warns about every known Node's instance.
     warns: bool,
+    /// Declares load balancer classes, declines unclassed Services and
+    /// manages a platform (contract 1.3.0).
+    hybrid: bool,
+    /// Counts GetProviderInfo answers, each naming another platform: the
+    /// bug of an identity read from a source that changes under it.
+    flaps: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Tiny {
@@ -89,6 +95,17 @@ impl Identity for Tiny {
         };
         for s in &self.also_owns {
             info = info.also_owns(*s);
+        }
+        if self.hybrid {
+            info = info
+                .serves_class("example.com/tiny")
+                .serves_class("example.com/tiny-internal")
+                .declines_unclassed()
+                .manages_platform("tiny");
+        }
+        if let Some(answers) = &self.flaps {
+            let n = answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            info = info.manages_platform(format!("tiny-{n}"));
         }
         info
     }
@@ -547,5 +564,48 @@ async fn every_scheme_a_provider_owns_is_judged() {
         panic!("not failed");
     };
     assert!(why.contains("tiny-metal://"), "{why}");
+    served.stop().await;
+}
+
+/// Contract 1.3.0: a provider declaring classes, declining unclassed
+/// Services and managing a platform passes the ownership case; one whose
+/// platforms change between two answers fails it, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ownership_a_provider_declares_is_well_formed_and_stable() {
+    const CASE: &str = "identity/ownership-well-formed-and-stable";
+    let (served, _) = serve_tiny(
+        false,
+        Tiny {
+            hybrid: true,
+            also_owns: vec!["tiny-metal"],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut config = served.config();
+    config.focus = vec!["identity/".into()];
+    let report = ccm_provider_conformance::run(config.clone()).await;
+    common::assert_failed(&report, &[]);
+    assert_eq!(report.get(CASE), Some(&Outcome::Passed));
+    served.stop().await;
+
+    let (served, _) = serve_tiny(
+        false,
+        Tiny {
+            flaps: Some(Default::default()),
+            ..Default::default()
+        },
+    )
+    .await;
+    config.endpoint = served.endpoint.clone();
+    let report = ccm_provider_conformance::run(config).await;
+    common::assert_failed(&report, &[CASE]);
+    let Some(Outcome::Failed(why)) = report.get(CASE) else {
+        panic!("not failed");
+    };
+    assert!(
+        why.starts_with("GetProviderInfo.platforms: expected the same on every answer"),
+        "{why}"
+    );
     served.stop().await;
 }

@@ -67,6 +67,24 @@ type Options struct {
 	// (for example "hrobot" beside "hcloud"): a Node of one of them reaches
 	// the cloud too (schemes.go).
 	ExtraProviderIDSchemes []string
+	// LoadBalancerClasses are the spec.loadBalancerClass values whose
+	// Services the cloud serves, for a controller running several providers
+	// (contract 1.3.0, GetProviderInfo.load_balancer_classes; hybrid.go):
+	// the controller routes a Service with one of them to this provider.
+	// Each a class with a DNS-subdomain prefix ("example.com/cloud"), at
+	// most 32, none twice.
+	LoadBalancerClasses []string
+	// DeclineUnclassedServices says the cloud never serves Services without
+	// a class, even as the controller's default provider (contract 1.3.0,
+	// unclassed_services DECLINED). Unset: it serves them as the default,
+	// as every provider before 1.3.0.
+	DeclineUnclassedServices bool
+	// Platforms are the KEP-5778 platforms the cloud manages (contract
+	// 1.3.0, GetProviderInfo.platforms): a Node without a providerID whose
+	// cloudprovider.kubernetes.io/platform label or annotation names one is
+	// the cloud's to initialise. DNS-1123 labels, at most 16, none twice. A
+	// cloud implementing SupportedPlatformer adds its own.
+	Platforms []string
 	// VendorVersion is the provider's version (default: the main module's
 	// version from the build information; for a build without one (a
 	// "go build" in the module's own tree says "(devel)"), its VCS revision,
@@ -218,6 +236,9 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		Manifest:         copyMap(opts.Manifest),
 	}
 	if err := a.ownSchemes(opts.ExtraProviderIDSchemes); err != nil {
+		return nil, err
+	}
+	if err := a.declareHybrid(cloud, opts); err != nil {
 		return nil, err
 	}
 	builder, err := builderFor(opts, a.events)

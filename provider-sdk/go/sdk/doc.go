@@ -27,7 +27,7 @@ const (
 	// token on mutations: "<term>:<holder>".
 	FencingTokenMetadata = "x-ccm-fencing-token"
 	// ContractVersion is the contract version reported in GetProviderInfo.
-	ContractVersion = "1.2.0"
+	ContractVersion = "1.3.0"
 	// MaxMessageBytes is the message size both sides accept, each way.
 	MaxMessageBytes = 16 * 1024 * 1024
 	// DefaultEndpoint is where the controller looks for the provider.

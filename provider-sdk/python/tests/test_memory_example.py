@@ -91,3 +91,24 @@ def test_routes_are_listed_as_created(ch: grpc.Channel) -> None:
     )
     assert listed.name.startswith("route-h-")
     assert not routes.ListRoutes(pb.ListRoutesRequest(cluster_name="other")).routes
+
+
+def test_the_flags_declare_classes_unclassed_services_and_platforms(memory: ModuleType) -> None:
+    endpoint, cloud = memory.parse(
+        [
+            "--endpoint=unix:///tmp/m.sock",
+            "--load-balancer-class=example.com/memory",
+            "--unclassed-services=declined",
+            "--platform=memory",
+        ]
+    )
+    info = cloud.info()
+    assert endpoint == "unix:///tmp/m.sock"
+    assert list(info.load_balancer_classes) == ["example.com/memory"]
+    assert info.serves_unclassed is False and list(info.platforms) == ["memory"]
+    _, cloud = memory.parse([])
+    info = cloud.info()
+    assert info.serves_unclassed is None and not info.load_balancer_classes and not info.platforms
+    ProviderServer(cloud)  # a valid identity
+    with pytest.raises(ValueError, match="load_balancer_classes"):
+        ProviderServer(memory.parse(["--load-balancer-class=memory"])[1])

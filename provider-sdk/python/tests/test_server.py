@@ -212,7 +212,7 @@ def test_identity_capabilities_and_probe(ch: grpc.Channel) -> None:
     stub = identity_pb2_grpc.IdentityServiceStub(ch)
     info = stub.GetProviderInfo(pb.GetProviderInfoRequest())
     assert (info.name, info.vendor_version, info.provider_id_scheme) == ("test", "1.2.3", "test")
-    assert info.contract_version == "1.2.0" and dict(info.manifest) == {"k": "v"}
+    assert info.contract_version == "1.3.0" and dict(info.manifest) == {"k": "v"}
     assert not info.HasField("has_cluster_id")
     caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest()).capabilities
     assert list(caps) == [

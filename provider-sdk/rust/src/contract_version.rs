@@ -25,6 +25,10 @@ impl ContractVersion {
     pub const V1_1_0: ContractVersion = ContractVersion::new(1, 1, 0);
     /// Several providerID schemes per provider, warnings about a Node.
     pub const V1_2_0: ContractVersion = ContractVersion::new(1, 2, 0);
+    /// Load balancer classes, unclassed Services and KEP-5778 platforms in
+    /// the identity, stable across answers (several providers per
+    /// controller).
+    pub const V1_3_0: ContractVersion = ContractVersion::new(1, 3, 0);
 
     pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
         ContractVersion {
@@ -107,6 +111,6 @@ mod tests {
 
     #[test]
     fn current_is_the_newest_rule_set() {
-        assert_eq!(ContractVersion::current(), ContractVersion::V1_2_0);
+        assert_eq!(ContractVersion::current(), ContractVersion::V1_3_0);
     }
 }

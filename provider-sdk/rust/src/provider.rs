@@ -138,6 +138,17 @@ pub struct ProviderInfo {
     pub has_cluster_id: Option<bool>,
     /// Diagnostics only; no secrets.
     pub manifest: std::collections::BTreeMap<String, String>,
+    /// The `spec.loadBalancerClass` values whose Services the provider
+    /// serves (contract 1.3.0); see [`ProviderInfo::serves_class`].
+    pub load_balancer_classes: Vec<String>,
+    /// Whether the provider serves Services without a class when the
+    /// controller makes it the default (contract 1.3.0): `None` says
+    /// nothing (served, as before 1.3.0), `Some(false)` declines them; see
+    /// [`ProviderInfo::declines_unclassed`].
+    pub serves_unclassed: Option<bool>,
+    /// The KEP-5778 platforms the provider manages (contract 1.3.0); see
+    /// [`ProviderInfo::manages_platform`].
+    pub platforms: Vec<String>,
 }
 
 impl ProviderInfo {
@@ -159,6 +170,62 @@ impl ProviderInfo {
             .chain(&self.other_provider_id_schemes)
             .cloned()
             .collect()
+    }
+
+    /// Serves the LoadBalancer Services of `class` (for example
+    /// "example.com/cloud", a DNS-subdomain prefix required): a controller
+    /// running several providers sends them to this one (contract 1.3.0,
+    /// `load_balancer_classes`; at most 32).
+    pub fn serves_class(mut self, class: impl Into<String>) -> Self {
+        self.load_balancer_classes.push(class.into());
+        self
+    }
+
+    /// Never serves LoadBalancer Services without a class, even as the
+    /// controller's default provider (contract 1.3.0, `unclassed_services`
+    /// DECLINED): for a provider that implements only its named classes.
+    pub fn declines_unclassed(mut self) -> Self {
+        self.serves_unclassed = Some(false);
+        self
+    }
+
+    /// Manages the Nodes of KEP-5778 platform `platform` (a DNS-1123
+    /// label): a Node without a providerID whose
+    /// `cloudprovider.kubernetes.io/platform` label or annotation names it
+    /// is this provider's to initialise (contract 1.3.0, `platforms`; at
+    /// most 16).
+    pub fn manages_platform(mut self, platform: impl Into<String>) -> Self {
+        self.platforms.push(platform.into());
+        self
+    }
+
+    /// The `GetProviderInfo` answer of this identity, declaring `contract_version`.
+    pub fn to_proto(&self, contract_version: &str) -> crate::proto::GetProviderInfoResponse {
+        use crate::proto::UnclassedServices;
+        crate::proto::GetProviderInfoResponse {
+            name: self.name.clone(),
+            vendor_version: self.vendor_version.clone(),
+            provider_id_scheme: self.provider_id_scheme.clone(),
+            contract_version: contract_version.to_owned(),
+            has_cluster_id: self.has_cluster_id,
+            manifest: self.manifest.clone().into_iter().collect(),
+            provider_id_schemes: self.provider_id_schemes(),
+            load_balancer_classes: self.load_balancer_classes.clone(),
+            unclassed_services: match self.serves_unclassed {
+                None => UnclassedServices::Unspecified,
+                Some(true) => UnclassedServices::Served,
+                Some(false) => UnclassedServices::Declined,
+            } as i32,
+            platforms: self.platforms.clone(),
+        }
+    }
+
+    /// What `GetProviderInfo` checks of this identity before sending it
+    /// (the lists: schemes, classes, platforms), for a provider to refuse
+    /// a bad configuration at start rather than answer every handshake
+    /// INTERNAL.
+    pub fn check(&self) -> Result<(), crate::validate::Violation> {
+        crate::validate::identity_lists(&self.to_proto(crate::proto::CONTRACT_VERSION))
     }
 }
 

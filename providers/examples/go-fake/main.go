@@ -6,8 +6,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"net"
+	"os"
 	"strings"
 	"sync"
 
@@ -175,10 +177,37 @@ func (c *cloud) GetLabelsForVolume(ctx context.Context, pv *v1.PersistentVolume)
 	return c.Cloud.GetLabelsForVolume(ctx, pv)
 }
 
+// options are the adapter's options from the command line: the endpoint,
+// and what a controller running several providers routes by (contract
+// 1.3.0), as the Rust fake provider's flags of the same names.
+func options(fs *flag.FlagSet, args []string) (adapter.Options, error) {
+	var o adapter.Options
+	fs.StringVar(&o.Endpoint, "endpoint", sdk.DefaultEndpoint, "unix:///absolute/path of the provider socket")
+	fs.Func("load-balancer-class", "a spec.loadBalancerClass whose Services this provider serves (repeatable)", func(v string) error {
+		o.LoadBalancerClasses = append(o.LoadBalancerClasses, v)
+		return nil
+	})
+	fs.Func("unclassed-services", "served|declined: whether Services without a class are served when the controller makes this provider its default (default: unset, served)", func(v string) error {
+		switch v {
+		case "served":
+			o.DeclineUnclassedServices = false
+		case "declined":
+			o.DeclineUnclassedServices = true
+		default:
+			return fmt.Errorf("%q is neither served nor declined", v)
+		}
+		return nil
+	})
+	fs.Func("platform", "a KEP-5778 platform whose Nodes this provider initialises (repeatable)", func(v string) error {
+		o.Platforms = append(o.Platforms, v)
+		return nil
+	})
+	return o, fs.Parse(args)
+}
+
 func main() {
-	endpoint := flag.String("endpoint", sdk.DefaultEndpoint, "unix:///absolute/path of the provider socket")
-	flag.Parse()
-	if err := adapter.Serve(context.Background(), &cloud{Cloud: newFake()}, adapter.Options{Endpoint: *endpoint}); err != nil {
+	opts, _ := options(flag.CommandLine, os.Args[1:]) // flag.CommandLine exits on an error
+	if err := adapter.Serve(context.Background(), &cloud{Cloud: newFake()}, opts); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -2,10 +2,47 @@ package main
 
 import (
 	"context"
+	"flag"
+	"io"
+	"reflect"
 	"testing"
 
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/ccm-rs/ccm-rs/provider-sdk/go/adapter"
 )
+
+func TestHybridFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want adapter.Options
+		err  bool
+	}{
+		{nil, adapter.Options{Endpoint: "unix:///var/run/cloud-provider/provider.sock"}, false},
+		{[]string{"--endpoint", "unix:///p.sock", "--load-balancer-class", "example.com/cloud", "--load-balancer-class=example.com/nlb",
+			"--unclassed-services", "declined", "--platform", "cloud", "--platform", "metal"},
+			adapter.Options{Endpoint: "unix:///p.sock", LoadBalancerClasses: []string{"example.com/cloud", "example.com/nlb"},
+				DeclineUnclassedServices: true, Platforms: []string{"cloud", "metal"}}, false},
+		{[]string{"--unclassed-services", "declined", "--unclassed-services=served"}, adapter.Options{Endpoint: "unix:///var/run/cloud-provider/provider.sock"}, false},
+		{[]string{"--unclassed-services", "maybe"}, adapter.Options{}, true},
+	} {
+		fs := flag.NewFlagSet("go-fake", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		got, err := options(fs, c.args)
+		if (err != nil) != c.err || err == nil && !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: %+v, %v", c.args, got, err)
+		}
+	}
+	// What the adapter would refuse is refused at start, naming the option.
+	fs := flag.NewFlagSet("go-fake", flag.ContinueOnError)
+	opts, err := options(fs, []string{"--load-balancer-class", "no-prefix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adapter.New(&cloud{Cloud: newFake()}, opts); err == nil {
+		t.Error("a class without a prefix was accepted")
+	}
+}
 
 // DeleteRoute is decided by (cluster, CIDR) alone (docs/spec.md §7), where
 // fake.Cloud also matches the target node.

@@ -13,7 +13,8 @@ SCHEME, ZONE, REGION = "memory", "memory-zone-a", "memory-region"
 
 
 class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sdk.Zones):
-    def __init__(self, instances, auto_create, pool):
+    def __init__(self, instances, auto_create, pool, **declared):
+        self.declared = declared  # contract 1.3.0: load_balancer_classes, serves_unclassed, platforms
         self.lock = threading.Lock()  # guards every dict below
         self.fence = sdk.Fence()
         self.auto_create = auto_create
@@ -25,7 +26,9 @@ class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sd
             self.add_instance(name)
 
     def info(self):
-        return sdk.ProviderInfo(name="python-memory", vendor_version="0.1.0", provider_id_scheme=SCHEME)
+        return sdk.ProviderInfo(
+            name="python-memory", vendor_version="0.1.0", provider_id_scheme=SCHEME, **self.declared
+        )
 
     def add_instance(self, name):
         n = len(self.instances)
@@ -128,16 +131,27 @@ class MemoryCloud(sdk.Identity, sdk.Instances, sdk.LoadBalancers, sdk.Routes, sd
         self.commit(ctx, cluster, lambda: self.routes.pop(key, None))
 
 
-def main():
+def parse(argv=None):
     parser = argparse.ArgumentParser(description="An in-memory ccm-rs provider.")
     parser.add_argument("--endpoint", default=sdk.DEFAULT_ENDPOINT)
     parser.add_argument("--instance", action="append", default=[], help="a node whose instance exists")
     parser.add_argument("--auto-create", action="store_true", help="unknown node names get instances")
-    args = parser.parse_args()
+    parser.add_argument("--load-balancer-class", action="append", default=[], help="a class it serves")
+    parser.add_argument("--unclassed-services", choices=["served", "declined"], help="default: unset")
+    parser.add_argument("--platform", action="append", default=[], help="a KEP-5778 platform it manages")
+    args = parser.parse_args(argv)
+    unclassed = {None: None, "served": True, "declined": False}[args.unclassed_services]
+    declared = dict(
+        load_balancer_classes=args.load_balancer_class, serves_unclassed=unclassed, platforms=args.platform
+    )
+    return args.endpoint, MemoryCloud(args.instance, args.auto_create, pool="192.0.2.0/24", **declared)
+
+
+def main():
+    endpoint, cloud = parse()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    cloud = MemoryCloud(args.instance, args.auto_create, pool="192.0.2.0/24")
     server = sdk.ProviderServer(cloud).with_instances(cloud).with_load_balancers(cloud)
-    server.with_routes(cloud).with_zones(cloud).serve_until_signal(args.endpoint)
+    server.with_routes(cloud).with_zones(cloud).serve_until_signal(endpoint)
 
 
 if __name__ == "__main__":

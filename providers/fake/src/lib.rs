@@ -85,6 +85,10 @@ pub enum Error {
     /// The state file cannot be read, is corrupt, or cannot be written.
     #[error("state file {path}: {reason}")]
     StateFile { path: String, reason: String },
+    /// What the configuration declares for several providers per
+    /// controller (classes, platforms) breaks the contract.
+    #[error("invalid identity: {0}")]
+    InvalidIdentity(#[from] ccm_provider_sdk::validate::Violation),
     #[error("admin server: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -140,9 +144,10 @@ impl Drop for CallGuard<'_> {
 impl FakeCloud {
     /// A cloud with `config`'s instances, or the one kept in
     /// `config.state_file` if that file exists; fails on an unusable IP pool,
-    /// instance list or state file.
+    /// instance list, state file or declared identity.
     pub fn new(config: FakeConfig) -> Result<Self, Error> {
         let capacity = config.call_log_capacity;
+        provider::info(config.clone()).check()?;
         let (state, state_file) = match config.state_file.clone() {
             Some(path) => {
                 let (file, state) = StateFile::open(path, config)?;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use ccm_fake_provider::{FakeCloud, FakeConfig, admin, read_instances_file};
-use ccm_provider_sdk::server::{LogFormat, Supervisor, init_logging};
+use ccm_provider_sdk::server::{IdentityFlags, LogFormat, Supervisor, init_logging};
 use clap::Parser;
 
 /// An in-memory cloud provider for ccm-rs, with fault injection.
@@ -70,6 +70,9 @@ struct Args {
     socket_mode: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
+    /// What a controller running several providers routes to this one.
+    #[command(flatten)]
+    identity: IdentityFlags,
 }
 
 fn config(args: &Args) -> anyhow::Result<FakeConfig> {
@@ -77,6 +80,9 @@ fn config(args: &Args) -> anyhow::Result<FakeConfig> {
         auto_create_instances: args.auto_create_instances,
         implemented_elsewhere_classes: args.implemented_elsewhere_classes.clone(),
         state_file: args.state_file.clone(),
+        load_balancer_classes: args.identity.load_balancer_classes.clone(),
+        serves_unclassed: args.identity.serves_unclassed(),
+        platforms: args.identity.platforms.clone(),
         ..FakeConfig::default()
     };
     if let Some(v) = &args.zone {
@@ -147,4 +153,53 @@ async fn main() -> anyhow::Result<()> {
         .run()
         .await
         .map_err(|e| e.into_error(|m| anyhow::anyhow!(m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use ccm_provider_sdk::Identity;
+
+    use super::*;
+
+    fn info(args: &[&str]) -> anyhow::Result<ccm_provider_sdk::ProviderInfo> {
+        let args =
+            Args::try_parse_from(std::iter::once("fake-provider").chain(args.iter().copied()))?;
+        Ok(FakeCloud::new(config(&args)?)?.info())
+    }
+
+    /// The hybrid fixture's "cloud" (docs/spec.md, 1.3.0): the flags
+    /// reach the identity; without them nothing is declared.
+    #[test]
+    fn the_identity_flags_are_declared() {
+        let cloud = info(&[
+            "--load-balancer-class",
+            "example.com/cloud",
+            "--unclassed-services=declined",
+            "--platform",
+            "cloud",
+            "--platform",
+            "cloud-metal",
+        ])
+        .unwrap();
+        assert_eq!(cloud.load_balancer_classes, ["example.com/cloud"]);
+        assert_eq!(cloud.serves_unclassed, Some(false));
+        assert_eq!(cloud.platforms, ["cloud", "cloud-metal"]);
+        let plain = info(&[]).unwrap();
+        assert!(plain.load_balancer_classes.is_empty() && plain.platforms.is_empty());
+        assert_eq!(plain.serves_unclassed, None);
+    }
+
+    #[test]
+    fn a_malformed_identity_stops_the_fake_at_start() {
+        for (args, field) in [
+            (
+                &["--load-balancer-class", "cloud"][..],
+                "load_balancer_classes[0]",
+            ),
+            (&["--platform", "a", "--platform", "a"], "platforms[1]"),
+        ] {
+            let e = info(args).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("invalid identity: {field}:")), "{e}");
+        }
+    }
 }

@@ -18,23 +18,30 @@ use crate::state::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_IMPLEMENTED_ELSEWHERE, ANNOTATION_INTERNAL,
     ANNOTATION_PREFIX, KNOWN_ANNOTATIONS, PROVIDER_ID_SCHEME,
 };
-use crate::{FakeCloud, Method};
+use crate::{FakeCloud, FakeConfig, Method};
+
+/// The fake's identity under `config`.
+pub(crate) fn info(config: FakeConfig) -> ProviderInfo {
+    ProviderInfo {
+        name: "fake".to_owned(),
+        vendor_version: env!("CARGO_PKG_VERSION").to_owned(),
+        provider_id_scheme: PROVIDER_ID_SCHEME.to_owned(),
+        has_cluster_id: Some(true),
+        manifest: BTreeMap::from([
+            ("region".to_owned(), config.region),
+            ("zone".to_owned(), config.zone),
+            ("lb_ip_pool".to_owned(), config.lb_ip_pool),
+        ]),
+        load_balancer_classes: config.load_balancer_classes,
+        serves_unclassed: config.serves_unclassed,
+        platforms: config.platforms,
+        ..Default::default()
+    }
+}
 
 impl Identity for FakeCloud {
     fn info(&self) -> ProviderInfo {
-        let config = self.config();
-        ProviderInfo {
-            name: "fake".to_owned(),
-            vendor_version: env!("CARGO_PKG_VERSION").to_owned(),
-            provider_id_scheme: PROVIDER_ID_SCHEME.to_owned(),
-            has_cluster_id: Some(true),
-            manifest: BTreeMap::from([
-                ("region".to_owned(), config.region),
-                ("zone".to_owned(), config.zone),
-                ("lb_ip_pool".to_owned(), config.lb_ip_pool),
-            ]),
-            ..Default::default()
-        }
+        info(self.config())
     }
 
     fn annotation_schema(&self) -> AnnotationSchema {

@@ -82,6 +82,14 @@ pub struct FakeConfig {
     /// removals included); a missing one starts the cloud from `instances`.
     /// Faults, readiness and the call log are never kept. One fake per file.
     pub state_file: Option<PathBuf>,
+    /// The `spec.loadBalancerClass` values the fake declares it serves
+    /// (contract 1.3.0, `GetProviderInfo.load_balancer_classes`).
+    pub load_balancer_classes: Vec<String>,
+    /// Whether it declares serving Services without a class as the
+    /// controller's default (`None`: not said; `Some(false)`: declined).
+    pub serves_unclassed: Option<bool>,
+    /// The KEP-5778 platforms it declares it manages.
+    pub platforms: Vec<String>,
 }
 
 impl Default for FakeConfig {
@@ -98,6 +106,9 @@ impl Default for FakeConfig {
             call_log_capacity: 10_000,
             zones_only_via_zones_service: false,
             state_file: None,
+            load_balancer_classes: Vec::new(),
+            serves_unclassed: None,
+            platforms: Vec::new(),
         }
     }
 }

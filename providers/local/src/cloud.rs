@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ccm_provider_sdk::proto::AnnotationSchema;
+use ccm_provider_sdk::server::IdentityFlags;
 use ccm_provider_sdk::{
     CallContext, FencingToken, Identity, ProviderError, ProviderInfo, ProviderResult,
     ProviderServer,
@@ -37,6 +38,9 @@ pub struct Config {
     /// The kernel routing table routes go to; `None` offers no routes.
     pub route_table: Option<u32>,
     pub state_file: Option<PathBuf>,
+    /// What a controller running several providers routes to this one
+    /// (contract 1.3.0): classes, unclassed Services, platforms.
+    pub identity: IdentityFlags,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             ingress_selector: None,
             route_table: None,
             state_file: None,
+            identity: IdentityFlags::default(),
         }
     }
 }
@@ -105,6 +110,8 @@ pub enum StartError {
         table: u32,
         source: crate::netlink::RouteError,
     },
+    #[error("invalid identity: {0}")]
+    Identity(#[from] ccm_provider_sdk::validate::Violation),
 }
 
 /// What changes under the lock.
@@ -166,6 +173,7 @@ impl LocalCloud {
     /// before). A load balancer whose address cannot be bound is logged and
     /// kept; the next Ensure tries again.
     pub async fn start(config: Config, inventory: Inventory) -> Result<LocalCloud, StartError> {
+        info(&config).check()?;
         let store = StateFile::new(config.state_file.clone());
         let saved = store.load()?;
         let kernel = match config.route_table {
@@ -259,38 +267,95 @@ pub const SCHEME: &str = "local";
 /// The provider's name in `GetProviderInfo`.
 pub const NAME: &str = "local";
 
+/// The provider's identity under `config`.
+fn info(config: &Config) -> ProviderInfo {
+    config.identity.declare(ProviderInfo {
+        name: NAME.into(),
+        vendor_version: env!("CARGO_PKG_VERSION").into(),
+        provider_id_scheme: SCHEME.into(),
+        has_cluster_id: Some(true),
+        manifest: BTreeMap::from([
+            ("vip_range".to_owned(), config.vips.to_string()),
+            (
+                "route_table".to_owned(),
+                config
+                    .route_table
+                    .map_or_else(|| "none".to_owned(), |t| t.to_string()),
+            ),
+            (
+                "ingress_selector".to_owned(),
+                config
+                    .ingress_selector
+                    .as_ref()
+                    .map_or_else(|| "every node".to_owned(), |s| s.to_string()),
+            ),
+            ("name_template".to_owned(), config.name_template.clone()),
+        ]),
+        ..Default::default()
+    })
+}
+
 impl Identity for LocalCloud {
     fn info(&self) -> ProviderInfo {
-        ProviderInfo {
-            name: NAME.into(),
-            vendor_version: env!("CARGO_PKG_VERSION").into(),
-            provider_id_scheme: SCHEME.into(),
-            has_cluster_id: Some(true),
-            manifest: BTreeMap::from([
-                ("vip_range".to_owned(), self.config.vips.to_string()),
-                (
-                    "route_table".to_owned(),
-                    self.config
-                        .route_table
-                        .map_or_else(|| "none".to_owned(), |t| t.to_string()),
-                ),
-                (
-                    "ingress_selector".to_owned(),
-                    self.config
-                        .ingress_selector
-                        .as_ref()
-                        .map_or_else(|| "every node".to_owned(), |s| s.to_string()),
-                ),
-                (
-                    "name_template".to_owned(),
-                    self.config.name_template.clone(),
-                ),
-            ]),
-            ..Default::default()
-        }
+        info(&self.config)
     }
 
     fn annotation_schema(&self) -> AnnotationSchema {
         crate::annotations::schema()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ccm_provider_sdk::server::UnclassedServicesFlag;
+
+    use super::*;
+    use crate::inventory::Machines;
+
+    async fn start(identity: IdentityFlags) -> Result<LocalCloud, StartError> {
+        let config = Config {
+            identity,
+            ..Config::default()
+        };
+        let machines = Machines::parse("instances: []").unwrap();
+        LocalCloud::start(config, Inventory::fixed(machines)).await
+    }
+
+    /// The hybrid fixture's "onprem": the default provider, serving
+    /// Services without a class, on its own platform.
+    #[tokio::test]
+    async fn the_identity_flags_are_declared() {
+        let cloud = start(IdentityFlags {
+            load_balancer_classes: vec!["example.com/onprem".into()],
+            unclassed_services: Some(UnclassedServicesFlag::Served),
+            platforms: vec!["onprem".into()],
+        })
+        .await
+        .unwrap();
+        let info = cloud.info();
+        assert_eq!(info.load_balancer_classes, ["example.com/onprem"]);
+        assert_eq!(info.serves_unclassed, Some(true));
+        assert_eq!(info.platforms, ["onprem"]);
+        assert_eq!(info.name, NAME);
+
+        let plain = start(IdentityFlags::default()).await.unwrap().info();
+        assert!(plain.load_balancer_classes.is_empty() && plain.platforms.is_empty());
+        assert_eq!(plain.serves_unclassed, None);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_identity_stops_the_provider_at_start() {
+        let Err(e) = start(IdentityFlags {
+            platforms: vec!["On-Prem".into()],
+            ..Default::default()
+        })
+        .await
+        else {
+            panic!("started");
+        };
+        assert!(
+            e.to_string().starts_with("invalid identity: platforms[0]:"),
+            "{e}"
+        );
     }
 }

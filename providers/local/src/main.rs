@@ -11,7 +11,7 @@ use ccm_local_provider::annotations::parse_duration;
 use ccm_local_provider::inventory::Inventory;
 use ccm_local_provider::vip::VipRange;
 use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
-use ccm_provider_sdk::server::{LogFormat, Supervisor, init_logging};
+use ccm_provider_sdk::server::{IdentityFlags, LogFormat, Supervisor, init_logging};
 use clap::Parser;
 
 /// A cloud provider for ccm-rs whose cloud is this machine: instances from
@@ -60,6 +60,9 @@ struct Args {
     socket_mode: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
+    /// What a controller running several providers routes to this one.
+    #[command(flatten)]
+    identity: IdentityFlags,
 }
 
 /// A poll interval: 10 ms to 1 h.
@@ -98,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         ingress_selector: args.ingress_node_selector.clone(),
         route_table: args.route_table,
         state_file: args.state_file.clone(),
+        identity: args.identity.clone(),
     };
     let cloud = LocalCloud::start(config, inventory.clone())
         .await
@@ -127,4 +131,37 @@ async fn main() -> anyhow::Result<()> {
     let result = servers.run().await;
     cloud.shutdown().await;
     result.map_err(|e| e.into_error(|m| anyhow::anyhow!(m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use ccm_provider_sdk::server::UnclassedServicesFlag;
+
+    use super::*;
+
+    #[test]
+    fn the_identity_flags_are_parsed() {
+        let args = Args::try_parse_from([
+            "local-provider",
+            "--inventory",
+            "inventory.yaml",
+            "--load-balancer-class",
+            "example.com/onprem",
+            "--unclassed-services",
+            "served",
+            "--platform",
+            "onprem",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.identity,
+            IdentityFlags {
+                load_balancer_classes: vec!["example.com/onprem".into()],
+                unclassed_services: Some(UnclassedServicesFlag::Served),
+                platforms: vec!["onprem".into()],
+            }
+        );
+        let args = Args::try_parse_from(["local-provider", "--inventory", "i.yaml"]).unwrap();
+        assert_eq!(args.identity, IdentityFlags::default());
+    }
 }

@@ -262,8 +262,12 @@ impl Reconcile for CloudNode {
     type Object = Node;
     type Error = Error;
 
-    /// Executes [`decide::plan`].
+    /// Executes [`decide::plan`], for a Node this controller's provider
+    /// owns (several providers: every other Node is another's).
     async fn reconcile(&self, n: Arc<Node>) -> Result<Action, Error> {
+        if !self.ctx.scope.owns_node(&n) {
+            return Ok(Action::await_change());
+        }
         let initialised_by_us = {
             // Once the cache shows the untainted Node, the record goes; a
             // taint added after that is new work.
@@ -345,7 +349,8 @@ impl Reconcile for AddressRefresh {
             .retain(|u| present.contains(u.as_str()));
         let nodes = all
             .iter()
-            .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT));
+            .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT))
+            .filter(|n| ctx.scope.owns_node(n));
         futures::stream::iter(nodes)
             .for_each_concurrent(self.workers.max(1), |n| {
                 request_id::scoped(request_id::node(n), async move {
@@ -498,6 +503,54 @@ mod tests {
         })
         .await
         .expect("test took longer than 30 s");
+    }
+
+    /// Several providers: a Node another provider owns is neither
+    /// initialised nor refreshed, and its provider is the only one asked.
+    #[tokio::test]
+    async fn another_providers_node_is_left_to_it() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        provider.fake.clear_calls();
+        let (client, api) = api();
+        let routing = two_providers();
+        let theirs = on_platform(tainted("theirs"), "b");
+        let state = CloudNode::new(hybrid_context(
+            client,
+            &provider,
+            vec![theirs.clone()],
+            &routing,
+            "a",
+        ));
+        state.reconcile(Arc::new(theirs.clone())).await.unwrap();
+        let mut initialised = theirs.clone();
+        initialised.spec.as_mut().unwrap().taints = None;
+        initialised.spec.as_mut().unwrap().provider_id = Some("other://theirs".into());
+        let refresh = AddressRefresh {
+            state: state.clone(),
+            period: Duration::from_secs(300),
+            workers: 1,
+        };
+        refresh
+            .reconcile(Arc::new(vec![Arc::new(initialised)]))
+            .await
+            .unwrap();
+        assert!(api.all().is_empty(), "{:?}", api.all());
+        assert!(
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::InstanceMetadata)
+                .is_empty()
+        );
+        // Its own Node (no platform: the default provider's) it initialises.
+        state.reconcile(Arc::new(tainted("mine"))).await.unwrap();
+        assert_eq!(
+            api.writes(),
+            [
+                "PATCH /api/v1/nodes/mine/status",
+                "PATCH /api/v1/nodes/mine"
+            ]
+        );
     }
 
     #[tokio::test]

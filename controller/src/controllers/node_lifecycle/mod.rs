@@ -129,9 +129,13 @@ async fn delete(ctx: &Context, n: &Node) {
     }
 }
 
-/// One node, one pass.
+/// One node, one pass. A Node this provider does not own (several
+/// providers) is not looked at: only its owner ever judges it.
 pub async fn check(state: &Lifecycle, n: &Node) {
     let ctx = &state.ctx;
+    if !ctx.scope.owns_node(n) {
+        return;
+    }
     let name = node::name(n);
     if let Plan::Ready { untaint } = plan(n) {
         if let Some(taints) = untaint
@@ -306,6 +310,33 @@ mod tests {
         check(&state, &node("sleepy", "True", &[node::SHUTDOWN_TAINT])).await;
         assert_eq!(api.all().pop().unwrap().body["spec"]["taints"], json!([]));
         assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
+    }
+
+    /// Several providers: only the owner ever judges a Node, and another
+    /// provider's Node is not even reported as foreign (it is not).
+    #[tokio::test]
+    async fn another_providers_node_is_never_looked_at() {
+        let provider = cloud(&[]);
+        ready(&provider).await;
+        let (client, api) = accepting_api();
+        let routing = two_providers();
+        let state = Lifecycle::new(hybrid_context(client, &provider, vec![], &routing, "a"));
+        let mut theirs = node("theirs", "Unknown", &[]);
+        theirs.spec.as_mut().unwrap().provider_id = Some("other://theirs".into());
+        let mut recovered = on_platform(node("recovered", "True", &[node::SHUTDOWN_TAINT]), "b");
+        recovered.spec.as_mut().unwrap().provider_id = None;
+        let mut unclaimed = node("unclaimed", "Unknown", &[]);
+        unclaimed.spec.as_mut().unwrap().provider_id = Some("aws:///i-1".into());
+        for n in [&theirs, &recovered, &unclaimed] {
+            check(&state, n).await;
+        }
+        assert!(api.all().is_empty(), "{:?}", api.all());
+        for m in [Method::InstanceExists, Method::InstanceShutdown] {
+            assert!(provider.fake.calls_of(m).is_empty(), "{m:?}");
+        }
+        // Its own Node, gone from the cloud, it does judge.
+        check(&state, &node("mine", "Unknown", &[])).await;
+        assert_eq!(api.event_reasons(), ["DeletingNode"]);
     }
 
     #[tokio::test]

@@ -116,12 +116,31 @@ fn addresses_differ(listed: &proto::Route, node: &RouteNode) -> bool {
         && address_set(&listed.target_node_addresses) != address_set(&node.addresses)
 }
 
-/// Upstream's reconcile, decided up front. `addresses`: whether the
-/// provider takes target node addresses, and how a route whose addresses
-/// changed is brought up to date.
+/// Upstream's reconcile, decided up front, over every Node (one
+/// provider). `addresses`: whether the provider takes target node
+/// addresses, and how a route whose addresses changed is brought up to
+/// date.
+#[cfg(test)]
 pub fn plan(
     cluster: &[Cidr],
     nodes: &[RouteNode],
+    routes: &[proto::Route],
+    addresses: Addresses,
+) -> Plan {
+    plan_owned(cluster, nodes, &BTreeSet::new(), routes, addresses)
+}
+
+/// Upstream's reconcile for one provider, decided up front: `nodes` are
+/// the Nodes it owns (all of them, with one provider), `others` the names
+/// of every other Node in the cluster. `addresses`: whether the provider
+/// takes target node addresses, and how a route whose addresses changed
+/// is brought up to date. A listed route to one of `others` is left as it
+/// is, whatever it looks like: that Node is not gone, only not this
+/// provider's to judge.
+pub fn plan_owned(
+    cluster: &[Cidr],
+    nodes: &[RouteNode],
+    others: &BTreeSet<&str>,
     routes: &[proto::Route],
     addresses: Addresses,
 ) -> Plan {
@@ -169,7 +188,7 @@ pub fn plan(
         }
     }
     for r in routes {
-        if !responsible(cluster, &r.destination_cidr) {
+        if !responsible(cluster, &r.destination_cidr) || others.contains(r.target_node.as_str()) {
             continue;
         }
         let Some(dest) = network(&r.destination_cidr) else {
@@ -437,6 +456,39 @@ mod tests {
         let routes = vec![route("a", "10.244.1.7/24")];
         let p = plan(&c, &nodes, &routes, Addresses::Ignored);
         assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+    }
+
+    /// Several providers: a route to another provider's Node (or to a Node
+    /// nobody owns) is neither deleted nor counted as ours; a route to a
+    /// Node that does not exist at all still goes.
+    #[test]
+    fn routes_to_nodes_another_provider_owns_are_left_alone() {
+        let c = cidrs("10.244.0.0/16");
+        let nodes = vec![rn("mine", &["10.244.1.0/24"])];
+        let routes = vec![
+            route("mine", "10.244.1.0/24"),
+            route("theirs", "10.244.2.0/24"),
+            route("gone", "10.244.3.0/24"),
+        ];
+        let others = BTreeSet::from(["theirs"]);
+        let p = plan_owned(&c, &nodes, &others, &routes, Addresses::Ignored);
+        assert!(p.create.is_empty(), "{p:?}");
+        assert_eq!(
+            p.delete
+                .iter()
+                .map(|r| r.target_node.as_str())
+                .collect::<Vec<_>>(),
+            ["gone"]
+        );
+        assert_eq!(
+            p.condition_nodes.keys().collect::<Vec<_>>(),
+            ["mine"],
+            "another's Node's condition is its own provider's"
+        );
+        // The same listing with one provider: "theirs" has no Node, so its
+        // route goes too.
+        let p = plan(&c, &nodes, &routes, Addresses::Ignored);
+        assert_eq!(p.delete.len(), 2, "{p:?}");
     }
 
     #[test]

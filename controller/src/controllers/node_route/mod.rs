@@ -7,8 +7,12 @@
 //! acted on within about a second by reconciling against the last listing,
 //! kept current with our own creates and deletes: prompt, without listing
 //! the cloud's routes more than once per period.
+//!
+//! With several providers each has its own instance and route table: it
+//! routes the pod CIDRs of the Nodes it owns only, and leaves a listed
+//! route to any other Node alone (that Node is not gone).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,15 +46,31 @@ pub struct Routes {
     known: tokio::sync::Mutex<Option<Vec<proto::Route>>>,
 }
 
+/// The Nodes whose routes one reconcile decides.
+struct Owned {
+    infos: Vec<RouteNode>,
+    by_name: BTreeMap<String, Arc<Node>>,
+    /// Every other Node's name (several providers: not ours to route, and
+    /// not gone either).
+    others: BTreeSet<String>,
+}
+
 impl Routes {
-    fn nodes(&self) -> (Vec<RouteNode>, BTreeMap<String, Arc<Node>>) {
-        let all = self.ctx.nodes.state();
-        let infos = all.iter().map(|n| RouteNode::from_node(n)).collect();
-        let by_name = all
+    fn nodes(&self) -> Owned {
+        let (mine, others): (Vec<_>, Vec<_>) = self
+            .ctx
+            .nodes
+            .state()
             .into_iter()
-            .map(|n| (node::name(&n).to_owned(), n))
-            .collect();
-        (infos, by_name)
+            .partition(|n| self.ctx.scope.owns_node(n));
+        Owned {
+            infos: mine.iter().map(|n| RouteNode::from_node(n)).collect(),
+            by_name: mine
+                .into_iter()
+                .map(|n| (node::name(&n).to_owned(), n))
+                .collect(),
+            others: others.iter().map(|n| node::name(n).to_owned()).collect(),
+        }
     }
 
     /// One reconcile. `list`: ask the provider for its routes first (a
@@ -65,12 +85,13 @@ impl Routes {
             );
         }
         let routes = known.as_mut().expect("listed above");
-        let (nodes, by_name) = self.nodes();
-        let plan = decide::plan(&self.cluster, &nodes, routes, self.addresses);
+        let owned = self.nodes();
+        let others = owned.others.iter().map(String::as_str).collect();
+        let plan = decide::plan_owned(&self.cluster, &owned.infos, &others, routes, self.addresses);
         if plan.delete.is_empty() && plan.create.is_empty() && !list {
             return Ok(());
         }
-        self.apply(plan, routes, &by_name).await;
+        self.apply(plan, routes, &owned.by_name).await;
         Ok(())
     }
 
@@ -468,5 +489,59 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    /// Several providers: each routes its own Nodes' pod CIDRs only, and a
+    /// route in its table to another provider's Node stays (that Node is
+    /// not gone); a route to a Node that no longer exists goes.
+    #[tokio::test]
+    async fn a_provider_routes_its_own_nodes_and_leaves_the_others_routes() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        for (node, cidr) in [("theirs", "10.244.2.0/24"), ("gone", "10.244.3.0/24")] {
+            provider
+                .client
+                .create_route(
+                    "kubernetes",
+                    node,
+                    proto::Route {
+                        target_node: node.into(),
+                        destination_cidr: cidr.into(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        provider.fake.clear_calls();
+        let (client, api) = accepting_api();
+        let routing = two_providers();
+        let ctx = hybrid_context(
+            client,
+            &provider,
+            vec![
+                node("mine", "10.244.1.0/24"),
+                on_platform(node("theirs", "10.244.2.0/24"), "b"),
+            ],
+            &routing,
+            "a",
+        );
+        let routes = Routes {
+            ctx,
+            cluster: vec![Cidr::parse("10.244.0.0/16").unwrap()],
+            addresses: Addresses::Ignored,
+            known: tokio::sync::Mutex::new(None),
+        };
+        routes.sync(true).await.unwrap();
+        let mut cloud: Vec<String> = provider
+            .fake
+            .dump()
+            .routes
+            .into_iter()
+            .map(|r| r.target_node)
+            .collect();
+        cloud.sort();
+        assert_eq!(cloud, ["mine", "theirs"]);
+        assert_eq!(api.writes(), ["PATCH /api/v1/nodes/mine/status"]);
     }
 }

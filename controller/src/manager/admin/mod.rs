@@ -9,6 +9,12 @@
 //! provider answering `Probe` with READY within [`READYZ_PROBE_DEADLINE`]
 //! and, unless a standby, the node cache synced.
 //!
+//! With several providers (docs/hybrid.md) every check that concerns one
+//! provider is named `<check>:<provider>`: `provider-ready:cloud` in
+//! `/readyz`, `cloud-node-controller:onprem` in `/healthz`, and
+//! `/livez/provider:cloud` for each provider's sidecar (no
+//! `/livez/provider` then: which sidecar would it judge?).
+//!
 //! The provider checks behind `/readyz` and `/livez/provider` are asked at
 //! most once per [`PROVIDER_CHECK_REUSE`]: requests arriving meanwhile, or
 //! while a check is in flight, share its answer, so anonymous requests
@@ -119,12 +125,53 @@ pub struct Health {
     /// With leader election: our fence, and whether we hold the Lease.
     pub leader: Option<(Fence, Mutex<bool>)>,
     pub node_cache_synced: tokio::sync::watch::Receiver<bool>,
-    pub provider: ProviderClient,
+    /// Every configured provider, in `--provider` order.
+    pub providers: Vec<ProviderHealth>,
     pub registry: Mutex<Registry>,
+}
+
+/// One provider's checks.
+pub struct ProviderHealth {
+    /// With several providers, its name: the suffix of its checks. `None`
+    /// with one, whose checks keep their names.
+    pub name: Option<String>,
+    pub client: ProviderClient,
     /// `Probe` answered READY in time.
-    provider_ready: Recent<bool>,
+    ready: Recent<bool>,
     /// `/livez/provider`'s answer.
-    provider_serving: Recent<(StatusCode, String)>,
+    serving: Recent<(StatusCode, String)>,
+}
+
+impl ProviderHealth {
+    pub fn new(name: Option<String>, client: ProviderClient) -> Self {
+        ProviderHealth {
+            name,
+            client,
+            ready: Recent::new(PROVIDER_CHECK_REUSE),
+            serving: Recent::new(PROVIDER_CHECK_REUSE),
+        }
+    }
+
+    /// `check`, or `check:<provider>` with several providers.
+    pub fn check_name(&self, check: &str) -> String {
+        match &self.name {
+            Some(n) => format!("{check}:{n}"),
+            None => check.to_owned(),
+        }
+    }
+
+    /// Whether `Probe` answers READY within [`READYZ_PROBE_DEADLINE`]
+    /// (shared, see [`Recent`]).
+    async fn is_ready(&self) -> bool {
+        let provider = self.client.clone();
+        self.ready
+            .get(|| async move {
+                let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.probe()).await;
+                matches!(probe, Ok(Ok(Readiness::Ready)))
+            })
+            .await
+            .unwrap_or(false)
+    }
 }
 
 /// A supervised task that stopped turns its `/healthz` check red.
@@ -138,17 +185,15 @@ impl Health {
     pub fn new(
         leader: Option<(Fence, Mutex<bool>)>,
         node_cache_synced: tokio::sync::watch::Receiver<bool>,
-        provider: ProviderClient,
+        providers: Vec<ProviderHealth>,
         registry: Registry,
     ) -> Self {
         Health {
             controllers: Mutex::default(),
             leader,
             node_cache_synced,
-            provider,
+            providers,
             registry: Mutex::new(registry),
-            provider_ready: Recent::new(PROVIDER_CHECK_REUSE),
-            provider_serving: Recent::new(PROVIDER_CHECK_REUSE),
         }
     }
 
@@ -173,11 +218,12 @@ impl Health {
         out
     }
 
-    /// The `/readyz` checks, given the provider's answer. A standby has no
-    /// Node cache (the watch starts with the Lease) and is ready when the
-    /// rest is: otherwise a rolling update (maxSurge 0) would wait forever
-    /// for a new standby to become Ready and never replace the leader.
-    pub fn readiness(&self, provider_ready: bool) -> Vec<(String, bool)> {
+    /// The `/readyz` checks, given each provider's readiness check (in
+    /// [`Health::providers`] order). A standby has no Node cache (the
+    /// watch starts with the Lease) and is ready when the rest is:
+    /// otherwise a rolling update (maxSurge 0) would wait forever for a new
+    /// standby to become Ready and never replace the leader.
+    pub fn readiness(&self, providers_ready: &[bool]) -> Vec<(String, bool)> {
         let mut checks = self.checks();
         let standby = self.leader.as_ref().is_some_and(|(_, l)| !*l.lock());
         if !standby {
@@ -186,7 +232,9 @@ impl Health {
                 *self.node_cache_synced.borrow(),
             ));
         }
-        checks.push(("provider-ready".to_owned(), provider_ready));
+        for (p, ready) in self.providers.iter().zip(providers_ready) {
+            checks.push((p.check_name("provider-ready"), *ready));
+        }
         checks
     }
 
@@ -221,7 +269,11 @@ impl Health {
         Health::new(
             None,
             tokio::sync::watch::channel(false).1,
-            ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default()).unwrap(),
+            vec![ProviderHealth::new(
+                None,
+                ProviderClient::connect_lazy("unix:///nonexistent.sock", Default::default())
+                    .unwrap(),
+            )],
             Registry::default(),
         )
     }
@@ -254,7 +306,25 @@ async fn livez(State(h): State<Arc<Health>>) -> impl IntoResponse {
 }
 
 async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> impl IntoResponse {
-    match h.checks().into_iter().find(|(n, _)| *n == name) {
+    let checks = h.checks();
+    // A controller's alias names its check too (`cloud-node`,
+    // `cloud-node:onprem`).
+    let canonical = {
+        let (c, provider) = match name.split_once(':') {
+            Some((c, p)) => (c, Some(p)),
+            None => (name.as_str(), None),
+        };
+        crate::config::ControllerName::parse(c).map(|c| match provider {
+            Some(p) => format!("{}:{p}", c.canonical()),
+            None => c.canonical().to_owned(),
+        })
+    };
+    let found = checks
+        .iter()
+        .find(|(n, _)| *n == name)
+        .or_else(|| checks.iter().find(|(n, _)| Some(n) == canonical.as_ref()))
+        .cloned();
+    match found {
         Some((_, true)) => (StatusCode::OK, "ok\n".to_owned()),
         Some((_, false)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -265,50 +335,48 @@ async fn one_check(State(h): State<Arc<Health>>, Path(name): Path<String>) -> im
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    let provider = h.provider.clone();
-    let provider_ready = h
-        .provider_ready
-        .get(|| async move {
-            let probe = tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.probe()).await;
-            matches!(probe, Ok(Ok(Readiness::Ready)))
-        })
-        .await
-        .unwrap_or(false);
-    report(&h.readiness(provider_ready), "readyz")
+    // All at once: a hung provider costs its deadline once, not per
+    // provider before it.
+    let ready = futures::future::join_all(h.providers.iter().map(ProviderHealth::is_ready)).await;
+    report(&h.readiness(&ready), "readyz")
 }
 
-/// The provider's own liveness, for the sidecar's probe (the kubelet cannot
+/// A provider's own liveness, for its sidecar's probe (the kubelet cannot
 /// probe a Unix socket): `grpc.health.v1` Check within
 /// [`READYZ_PROBE_DEADLINE`]. Not part of `/livez`: restarting the
-/// controller would not mend a wedged provider.
-async fn livez_provider(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    let provider = h.provider.clone();
-    h.provider_serving
-        .get(|| provider_serving(provider))
-        .await
-        .unwrap_or_else(|| {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "provider failed: the check failed\n".to_owned(),
-            )
-        })
+/// controller would not mend a wedged provider. `/livez/provider`, or
+/// `/livez/provider:<name>` for each of several.
+async fn livez_provider(h: Arc<Health>, index: usize) -> (StatusCode, String) {
+    let p = &h.providers[index];
+    let provider = p.client.clone();
+    let check = p.check_name("provider");
+    let answer = p
+        .serving
+        .get(|| provider_serving(provider, check.clone()))
+        .await;
+    answer.unwrap_or_else(|| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{check} failed: the check failed\n"),
+        )
+    })
 }
 
-async fn provider_serving(provider: ProviderClient) -> (StatusCode, String) {
+async fn provider_serving(provider: ProviderClient, check: String) -> (StatusCode, String) {
     match tokio::time::timeout(READYZ_PROBE_DEADLINE, provider.serving()).await {
         Ok(Ok(true)) => (StatusCode::OK, "ok\n".to_owned()),
         Ok(Ok(false)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            "provider failed: its health service is not SERVING\n".to_owned(),
+            format!("{check} failed: its health service is not SERVING\n"),
         ),
         Ok(Err(e)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("provider failed: {e}\n"),
+            format!("{check} failed: {e}\n"),
         ),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!(
-                "provider failed: no health answer within {}s\n",
+                "{check} failed: no health answer within {}s\n",
                 READYZ_PROBE_DEADLINE.as_secs()
             ),
         ),
@@ -336,14 +404,22 @@ async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
 }
 
 pub fn router(health: Arc<Health>) -> Router {
-    Router::new()
+    let mut router = Router::new()
         .route("/healthz", get(healthz))
         .route("/healthz/{check}", get(one_check))
         .route("/livez", get(livez))
-        .route("/livez/provider", get(livez_provider))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(health)
+        .route("/metrics", get(metrics));
+    // One route per provider (no pattern: an unknown path stays a 404
+    // that costs no review on the secure port).
+    for (i, p) in health.providers.iter().enumerate() {
+        let path = format!("/livez/{}", p.check_name("provider"));
+        router = router.route(
+            &path,
+            get(move |State(h): State<Arc<Health>>| livez_provider(h, i)),
+        );
+    }
+    router.with_state(health)
 }
 
 /// The same endpoints behind the delegated authentication and
@@ -412,7 +488,7 @@ mod tests {
         provider.fake.clear_calls();
         let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
         let app = router(Arc::new(Health {
-            provider: provider.client.clone(),
+            providers: vec![ProviderHealth::new(None, provider.client.clone())],
             node_cache_synced,
             ..Health::for_tests()
         }));
@@ -443,7 +519,7 @@ mod tests {
             .set_latency(ccm_fake_provider::Method::Probe, Duration::from_millis(300));
         let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
         let app = router(Arc::new(Health {
-            provider: provider.client.clone(),
+            providers: vec![ProviderHealth::new(None, provider.client.clone())],
             node_cache_synced,
             ..Health::for_tests()
         }));
@@ -469,9 +545,11 @@ mod tests {
         let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
         let reuse = Duration::from_millis(200);
         let app = router(Arc::new(Health {
-            provider: provider.client.clone(),
+            providers: vec![ProviderHealth {
+                ready: Recent::new(reuse),
+                ..ProviderHealth::new(None, provider.client.clone())
+            }],
             node_cache_synced,
-            provider_ready: Recent::new(reuse),
             ..Health::for_tests()
         }));
         assert_eq!(get(&app, "/readyz").await.0, StatusCode::OK);
@@ -522,22 +600,25 @@ mod tests {
         };
         let standby = health(Some((Fence::open(), Mutex::new(false))));
         assert_eq!(
-            names(standby.readiness(true)),
+            names(standby.readiness(&[true])),
             [
                 "leaderElection=true",
                 "cloud-node-controller=true",
                 "provider-ready=true"
             ]
         );
-        assert_eq!(report(&standby.readiness(true), "readyz").0, StatusCode::OK);
         assert_eq!(
-            report(&standby.readiness(false), "readyz").0,
+            report(&standby.readiness(&[true]), "readyz").0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            report(&standby.readiness(&[false]), "readyz").0,
             StatusCode::INTERNAL_SERVER_ERROR,
             "the provider still counts"
         );
         standby.set_leading(true);
         assert_eq!(
-            names(standby.readiness(true)),
+            names(standby.readiness(&[true])),
             [
                 "leaderElection=true",
                 "cloud-node-controller=true",
@@ -548,7 +629,7 @@ mod tests {
         );
         // Without leader election there is no standby.
         assert!(
-            names(health(None).readiness(true)).contains(&"node-cache-synced=false".to_owned())
+            names(health(None).readiness(&[true])).contains(&"node-cache-synced=false".to_owned())
         );
     }
 
@@ -571,5 +652,71 @@ mod tests {
         let (code, body) = report(&h.checks(), "healthz");
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("[-] leaderElection failed"), "{body}");
+    }
+
+    /// Several providers: one readiness check and one liveness path per
+    /// provider, named after it; a sick provider fails only its own.
+    #[tokio::test]
+    async fn each_of_several_providers_has_its_own_checks() {
+        let up = crate::testing::fake_provider(Default::default());
+        crate::testing::ready(&up).await;
+        let down =
+            ProviderClient::connect_lazy("unix:///nonexistent/down.sock", Default::default())
+                .unwrap();
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let health = Arc::new(Health {
+            providers: vec![
+                ProviderHealth::new(Some("cloud".into()), up.client.clone()),
+                ProviderHealth::new(Some("onprem".into()), down),
+            ],
+            node_cache_synced,
+            ..Health::for_tests()
+        });
+        health.add_controller("cloud-node-controller:cloud");
+        let app = router(health);
+        let (code, body) = get(&app, "/readyz").await;
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(body.contains("[+] provider-ready:cloud ok"), "{body}");
+        assert!(body.contains("[-] provider-ready:onprem failed"), "{body}");
+        assert!(!body.contains("] provider-ready "), "{body}");
+        assert_eq!(get(&app, "/livez/provider:cloud").await.0, StatusCode::OK);
+        let (code, body) = get(&app, "/livez/provider:onprem").await;
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body.starts_with("provider:onprem failed: "), "{body}");
+        assert_eq!(
+            get(&app, "/livez/provider").await.0,
+            StatusCode::NOT_FOUND,
+            "which provider's?"
+        );
+        // A controller's check by its canonical name or its alias.
+        for path in [
+            "/healthz/cloud-node-controller:cloud",
+            "/healthz/cloud-node:cloud",
+        ] {
+            assert_eq!(get(&app, path).await.0, StatusCode::OK, "{path}");
+        }
+        assert_eq!(
+            get(&app, "/healthz/cloud-node:onprem").await.0,
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[tokio::test]
+    async fn one_provider_keeps_its_check_names() {
+        let up = crate::testing::fake_provider(Default::default());
+        crate::testing::ready(&up).await;
+        let (_synced, node_cache_synced) = tokio::sync::watch::channel(true);
+        let app = router(Arc::new(Health {
+            providers: vec![ProviderHealth::new(None, up.client.clone())],
+            node_cache_synced,
+            ..Health::for_tests()
+        }));
+        let (code, body) = get(&app, "/readyz").await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert!(body.contains("[+] provider-ready ok"), "{body}");
+        assert_eq!(
+            get(&app, "/livez/provider").await,
+            (StatusCode::OK, "ok\n".into())
+        );
     }
 }

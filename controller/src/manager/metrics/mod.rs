@@ -4,10 +4,15 @@
 
 pub mod scraped;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::client::CallObserver;
-use prometheus_client::encoding::EncodeLabelSet;
+use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -58,35 +63,59 @@ pub fn service_of(method: &str) -> &'static str {
     }
 }
 
+/// `provider="NAME"` with several providers; nothing with one, whose
+/// series keep the labels they always had (dashboards and the tests that
+/// match them exactly).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+pub struct ProviderLabel(pub Option<Arc<str>>);
+
+impl ProviderLabel {
+    pub fn named(name: &str) -> Self {
+        ProviderLabel(Some(name.into()))
+    }
+}
+
+impl EncodeLabelSet for ProviderLabel {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        match &self.0 {
+            Some(p) => ("provider", p.as_ref()).encode(encoder.encode_label()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Every provider call: `ccm_provider_request_duration_seconds{service,
 /// method,code}`, `ccm_provider_requests_in_flight{service,method}` and
 /// `ccm_provider_request_errors_total{service,method,reason}` (the
-/// contract's reason, `NONE` without one).
+/// contract's reason, `NONE` without one); each with `provider` too when
+/// there are several ([`ProviderMetrics::for_provider`]).
 #[derive(Clone)]
 pub struct ProviderMetrics {
-    pub requests: Family<RpcLabels, Histogram>,
-    pub in_flight: Family<MethodLabels, Gauge>,
-    pub errors: Family<ReasonLabels, Counter>,
+    pub requests: Family<(RpcLabels, ProviderLabel), Histogram>,
+    pub in_flight: Family<(MethodLabels, ProviderLabel), Gauge>,
+    pub errors: Family<(ReasonLabels, ProviderLabel), Counter>,
+    provider: ProviderLabel,
 }
 
 impl ProviderMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let requests = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
-            // 250 µs .. ~2 min: local reads to slow load balancer mutations.
-            Histogram::new(exponential_buckets(0.00025, 2.5, 15))
-        });
+        let requests =
+            Family::<(RpcLabels, ProviderLabel), Histogram>::new_with_constructor(|| {
+                // 250 µs .. ~2 min: local reads to slow load balancer mutations.
+                Histogram::new(exponential_buckets(0.00025, 2.5, 15))
+            });
         registry.register(
             "ccm_provider_request_duration_seconds",
             "Duration of calls to the provider by contract service, RPC method and gRPC code",
             requests.clone(),
         );
-        let in_flight = Family::<MethodLabels, Gauge>::default();
+        let in_flight = Family::<(MethodLabels, ProviderLabel), Gauge>::default();
         registry.register(
             "ccm_provider_requests_in_flight",
             "Calls to the provider sent and not yet answered",
             in_flight.clone(),
         );
-        let errors = Family::<ReasonLabels, Counter>::default();
+        let errors = Family::<(ReasonLabels, ProviderLabel), Counter>::default();
         registry.register(
             "ccm_provider_request_errors",
             "Failed calls to the provider by the contract's error reason",
@@ -96,41 +125,54 @@ impl ProviderMetrics {
             requests,
             in_flight,
             errors,
+            provider: ProviderLabel::default(),
+        }
+    }
+
+    /// The same series, labelled `provider="NAME"`: one provider's calls
+    /// when there are several.
+    pub fn for_provider(&self, name: &str) -> Self {
+        ProviderMetrics {
+            provider: ProviderLabel::named(name),
+            ..self.clone()
         }
     }
 }
 
 impl CallObserver for ProviderMetrics {
     fn started(&self, method: &'static str) {
+        let labels = MethodLabels {
+            service: service_of(method),
+            method,
+        };
         self.in_flight
-            .get_or_create(&MethodLabels {
-                service: service_of(method),
-                method,
-            })
+            .get_or_create(&(labels, self.provider.clone()))
             .inc();
     }
 
     fn observe(&self, method: &'static str, code: tonic::Code, elapsed: Duration) {
         let service = service_of(method);
         self.in_flight
-            .get_or_create(&MethodLabels { service, method })
+            .get_or_create(&(MethodLabels { service, method }, self.provider.clone()))
             .dec();
+        let labels = RpcLabels {
+            service,
+            method,
+            code: ccm_provider_sdk::client::code_name(code),
+        };
         self.requests
-            .get_or_create(&RpcLabels {
-                service,
-                method,
-                code: ccm_provider_sdk::client::code_name(code),
-            })
+            .get_or_create(&(labels, self.provider.clone()))
             .observe(elapsed.as_secs_f64());
     }
 
     fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+        let labels = ReasonLabels {
+            service: service_of(method),
+            method,
+            reason: reason.unwrap_or("NONE"),
+        };
         self.errors
-            .get_or_create(&ReasonLabels {
-                service: service_of(method),
-                method,
-                reason: reason.unwrap_or("NONE"),
-            })
+            .get_or_create(&(labels, self.provider.clone()))
             .inc();
     }
 }
@@ -163,58 +205,205 @@ pub struct ControllerMetrics {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SweepLabels {
+    /// One of [`SWEEP_RESULTS`].
     pub result: &'static str,
 }
 
+/// Every `result` of `ccm_load_balancer_orphan_sweeps_total`. With several
+/// providers the series are read per provider at scrape time, by these.
+pub const SWEEP_RESULTS: [&str; 2] = ["complete", "failed"];
+
+/// The names and help texts of [`ControllerMetrics`] (prometheus-client
+/// appends `_total` to counters).
+const LB_SYNCS: (&str, &str) = (
+    "service_controller_loadbalancer_sync",
+    "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+);
+const NODESYNC_ERRORS: (&str, &str) = (
+    "service_controller_nodesync_error",
+    "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+);
+const NODESYNC_LATENCY: (&str, &str) = (
+    "service_controller_nodesync_latency_seconds",
+    "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
+);
+const ROUTE_SYNCS: (&str, &str) = (
+    "route_controller_route_sync",
+    "A metric counting the amount of times routes have been synced with the cloud provider",
+);
+const ORPHAN_SWEEPS: (&str, &str) = (
+    "ccm_load_balancer_orphan_sweeps",
+    "Passes of the load balancer orphan sweeper by result (complete, failed)",
+);
+const ORPHANS_DELETED: (&str, &str) = (
+    "ccm_load_balancer_orphans_deleted",
+    "Load balancers of this cluster deleted because no Service wants them",
+);
+const EVENTS_DROPPED: (&str, &str) = (
+    "ccm_events_dropped",
+    "Events not written because a controller's event queue was full",
+);
+
+fn nodesync_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 15))
+}
+
 impl ControllerMetrics {
+    /// One set, without a `provider` label: the one provider's.
     pub fn register(registry: &mut Registry) -> Self {
         let m = ControllerMetrics {
             queues: QueueMetrics::register(registry),
             lb_syncs: Counter::default(),
             nodesync_errors: Counter::default(),
-            nodesync_latency: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+            nodesync_latency: nodesync_histogram(),
             route_syncs: Counter::default(),
             orphan_sweeps: Family::default(),
             orphans_deleted: Counter::default(),
             events_dropped: Counter::default(),
         };
-        // prometheus-client appends `_total` to counters.
+        registry.register(LB_SYNCS.0, LB_SYNCS.1, m.lb_syncs.clone());
         registry.register(
-            "service_controller_loadbalancer_sync",
-            "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
-            m.lb_syncs.clone(),
-        );
-        registry.register(
-            "service_controller_nodesync_error",
-            "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+            NODESYNC_ERRORS.0,
+            NODESYNC_ERRORS.1,
             m.nodesync_errors.clone(),
         );
         registry.register(
-            "service_controller_nodesync_latency_seconds",
-            "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
+            NODESYNC_LATENCY.0,
+            NODESYNC_LATENCY.1,
             m.nodesync_latency.clone(),
         );
+        registry.register(ROUTE_SYNCS.0, ROUTE_SYNCS.1, m.route_syncs.clone());
+        registry.register(ORPHAN_SWEEPS.0, ORPHAN_SWEEPS.1, m.orphan_sweeps.clone());
         registry.register(
-            "route_controller_route_sync",
-            "A metric counting the amount of times routes have been synced with the cloud provider",
-            m.route_syncs.clone(),
-        );
-        registry.register(
-            "ccm_load_balancer_orphan_sweeps",
-            "Passes of the load balancer orphan sweeper by result (complete, failed)",
-            m.orphan_sweeps.clone(),
-        );
-        registry.register(
-            "ccm_load_balancer_orphans_deleted",
-            "Load balancers of this cluster deleted because no Service wants them",
+            ORPHANS_DELETED.0,
+            ORPHANS_DELETED.1,
             m.orphans_deleted.clone(),
         );
-        registry.register(
-            "ccm_events_dropped",
-            "Events not written because a controller's event queue was full",
-            m.events_dropped.clone(),
-        );
+        registry.register(EVENTS_DROPPED.0, EVENTS_DROPPED.1, m.events_dropped.clone());
         m
+    }
+}
+
+/// The controller metrics of every provider: with one, the unlabelled set
+/// of [`ControllerMetrics::register`]; with several, the same series per
+/// provider, labelled `provider="NAME"`. The work queues are told apart by
+/// their names (`<queue>:<provider>`).
+#[derive(Clone)]
+pub enum ControllerMetricsByProvider {
+    Single(ControllerMetrics),
+    Hybrid(Box<LabelledControllerMetrics>),
+}
+
+/// [`ControllerMetrics`]' series with a `provider` label.
+#[derive(Clone)]
+pub struct LabelledControllerMetrics {
+    queues: QueueMetrics,
+    lb_syncs: Family<ProviderLabel, Counter>,
+    nodesync_errors: Family<ProviderLabel, Counter>,
+    nodesync_latency: Family<ProviderLabel, Histogram>,
+    route_syncs: Family<ProviderLabel, Counter>,
+    orphan_sweeps: Arc<ProviderSweeps>,
+    orphans_deleted: Family<ProviderLabel, Counter>,
+    events_dropped: Family<ProviderLabel, Counter>,
+}
+
+/// Each provider's `orphan_sweeps` family (its type is the one the
+/// sweeper counts into), encoded with a `provider` label at scrape time.
+#[derive(Debug, Default)]
+pub struct ProviderSweeps(Mutex<Vec<(String, Family<SweepLabels, Counter>)>>);
+
+impl ProviderSweeps {
+    fn of(&self, provider: &str) -> Family<SweepLabels, Counter> {
+        let mut all = self.0.lock();
+        if let Some((_, f)) = all.iter().find(|(p, _)| p == provider) {
+            return f.clone();
+        }
+        let f = Family::default();
+        all.push((provider.to_owned(), f.clone()));
+        f
+    }
+}
+
+impl Collector for ProviderSweeps {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let all = self.0.lock();
+        let mut metric = encoder.encode_descriptor(
+            ORPHAN_SWEEPS.0,
+            ORPHAN_SWEEPS.1,
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (provider, family) in all.iter() {
+            for result in SWEEP_RESULTS {
+                let Some(count) = family.get(&SweepLabels { result }).map(|c| c.get()) else {
+                    continue;
+                };
+                let labels = [("result", result), ("provider", provider.as_str())];
+                prometheus_client::metrics::counter::ConstCounter::new(count)
+                    .encode(metric.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControllerMetricsByProvider {
+    /// Registers the set: labelled by provider when `hybrid`.
+    pub fn register(registry: &mut Registry, hybrid: bool) -> Self {
+        if !hybrid {
+            return ControllerMetricsByProvider::Single(ControllerMetrics::register(registry));
+        }
+        let m = LabelledControllerMetrics {
+            queues: QueueMetrics::register(registry),
+            lb_syncs: Family::default(),
+            nodesync_errors: Family::default(),
+            nodesync_latency: Family::new_with_constructor(nodesync_histogram),
+            route_syncs: Family::default(),
+            orphan_sweeps: Arc::default(),
+            orphans_deleted: Family::default(),
+            events_dropped: Family::default(),
+        };
+        registry.register(LB_SYNCS.0, LB_SYNCS.1, m.lb_syncs.clone());
+        registry.register(
+            NODESYNC_ERRORS.0,
+            NODESYNC_ERRORS.1,
+            m.nodesync_errors.clone(),
+        );
+        registry.register(
+            NODESYNC_LATENCY.0,
+            NODESYNC_LATENCY.1,
+            m.nodesync_latency.clone(),
+        );
+        registry.register(ROUTE_SYNCS.0, ROUTE_SYNCS.1, m.route_syncs.clone());
+        registry.register_collector(Box::new(m.orphan_sweeps.clone()));
+        registry.register(
+            ORPHANS_DELETED.0,
+            ORPHANS_DELETED.1,
+            m.orphans_deleted.clone(),
+        );
+        registry.register(EVENTS_DROPPED.0, EVENTS_DROPPED.1, m.events_dropped.clone());
+        ControllerMetricsByProvider::Hybrid(Box::new(m))
+    }
+
+    /// What the controllers working for `provider` count into (the same
+    /// series every time it is asked).
+    pub fn for_provider(&self, provider: &str) -> ControllerMetrics {
+        match self {
+            ControllerMetricsByProvider::Single(m) => m.clone(),
+            ControllerMetricsByProvider::Hybrid(m) => {
+                let l = ProviderLabel::named(provider);
+                ControllerMetrics {
+                    queues: m.queues.clone(),
+                    lb_syncs: m.lb_syncs.get_or_create_owned(&l),
+                    nodesync_errors: m.nodesync_errors.get_or_create_owned(&l),
+                    nodesync_latency: m.nodesync_latency.get_or_create_owned(&l),
+                    route_syncs: m.route_syncs.get_or_create_owned(&l),
+                    orphan_sweeps: m.orphan_sweeps.of(provider),
+                    orphans_deleted: m.orphans_deleted.get_or_create_owned(&l),
+                    events_dropped: m.events_dropped.get_or_create_owned(&l),
+                }
+            }
+        }
     }
 }
 
@@ -230,17 +419,17 @@ pub struct LeaseLabels {
 }
 
 /// Upstream's manager-level metrics: `running_managed_controllers{name,
-/// manager}` (legacy controller names) and
+/// manager}` (legacy controller names; `provider` too with several) and
 /// `leader_election_master_status{name}`.
 #[derive(Clone)]
 pub struct ManagerMetrics {
-    running: Family<ControllerLabels, Gauge>,
+    running: Family<(ControllerLabels, ProviderLabel), Gauge>,
     leader: Family<LeaseLabels, Gauge>,
 }
 
 impl ManagerMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let running = Family::<ControllerLabels, Gauge>::default();
+        let running = Family::<(ControllerLabels, ProviderLabel), Gauge>::default();
         registry.register(
             "running_managed_controllers",
             "Indicates where instances of a controller are currently running",
@@ -255,12 +444,15 @@ impl ManagerMetrics {
         ManagerMetrics { running, leader }
     }
 
-    pub fn set_running(&self, name: &str, running: bool) {
+    /// `provider`: with several providers, whose instance of the
+    /// controller `name` this is.
+    pub fn set_running(&self, name: &str, provider: &ProviderLabel, running: bool) {
+        let labels = ControllerLabels {
+            name: name.to_owned(),
+            manager: "cloud-controller-manager",
+        };
         self.running
-            .get_or_create(&ControllerLabels {
-                name: name.to_owned(),
-                manager: "cloud-controller-manager",
-            })
+            .get_or_create(&(labels, provider.clone()))
             .set(i64::from(running));
     }
 
@@ -351,5 +543,84 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"ccm_provider_request_errors_total{service="Instances",method="InstanceExists",reason="CLOUD_UNAVAILABLE"} 1"#), "{text}");
+    }
+
+    fn encoded(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    /// With several providers every provider-related series carries
+    /// `provider`; with one, none does (the series as they always were).
+    #[test]
+    fn several_providers_label_their_series_and_one_does_not() {
+        let mut registry = Registry::default();
+        let calls = ProviderMetrics::register(&mut registry);
+        let manager = ManagerMetrics::register(&mut registry);
+        let by = ControllerMetricsByProvider::register(&mut registry, true);
+        for p in ["onprem", "cloud"] {
+            let calls = calls.for_provider(p);
+            calls.started("InstanceExists");
+            calls.observe("InstanceExists", tonic::Code::Ok, Duration::from_millis(1));
+            calls.failed("InstanceExists", Some("CLOUD_UNAVAILABLE"));
+            manager.set_running("service", &ProviderLabel::named(p), true);
+        }
+        let cloud = by.for_provider("cloud");
+        cloud.lb_syncs.inc();
+        cloud.route_syncs.inc();
+        cloud.nodesync_latency.observe(1.5);
+        cloud
+            .orphan_sweeps
+            .get_or_create(&SweepLabels { result: "complete" })
+            .inc();
+        // Asked again (a controller restarted): the same series.
+        by.for_provider("cloud")
+            .orphan_sweeps
+            .get_or_create(&SweepLabels { result: "complete" })
+            .inc();
+        by.for_provider("onprem")
+            .orphan_sweeps
+            .get_or_create(&SweepLabels { result: "failed" })
+            .inc();
+        let text = encoded(&registry);
+        for want in [
+            r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceExists",code="OK",provider="cloud"} 1"#,
+            r#"ccm_provider_requests_in_flight{service="Instances",method="InstanceExists",provider="onprem"} 0"#,
+            r#"ccm_provider_request_errors_total{service="Instances",method="InstanceExists",reason="CLOUD_UNAVAILABLE",provider="onprem"} 1"#,
+            r#"running_managed_controllers{name="service",manager="cloud-controller-manager",provider="cloud"} 1"#,
+            r#"service_controller_loadbalancer_sync_total{provider="cloud"} 1"#,
+            r#"route_controller_route_sync_total{provider="cloud"} 1"#,
+            r#"service_controller_nodesync_latency_seconds_count{provider="cloud"} 1"#,
+            r#"ccm_load_balancer_orphan_sweeps_total{result="complete",provider="cloud"} 2"#,
+            r#"ccm_load_balancer_orphan_sweeps_total{result="failed",provider="onprem"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert_eq!(
+            text.matches("# TYPE ccm_load_balancer_orphan_sweeps counter")
+                .count(),
+            1,
+            "one family: {text}"
+        );
+
+        let mut registry = Registry::default();
+        let manager = ManagerMetrics::register(&mut registry);
+        let one =
+            ControllerMetricsByProvider::register(&mut registry, false).for_provider("default");
+        one.route_syncs.inc();
+        one.orphan_sweeps
+            .get_or_create(&SweepLabels { result: "complete" })
+            .inc();
+        manager.set_running("route", &ProviderLabel::default(), true);
+        let text = encoded(&registry);
+        for want in [
+            "route_controller_route_sync_total 1",
+            r#"ccm_load_balancer_orphan_sweeps_total{result="complete"} 1"#,
+            r#"running_managed_controllers{name="route",manager="cloud-controller-manager"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert!(!text.contains("provider="), "{text}");
     }
 }

@@ -6,6 +6,7 @@ use ccm_provider_sdk::proto::{
     self, Capability, GetProviderCapabilitiesRequest, GetProviderInfoRequest, ProbeRequest,
     ProbeState,
 };
+use ccm_provider_sdk::{ContractVersion, validate};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -314,9 +315,77 @@ pub(super) async fn socket_private(cx: &Ctx) -> CaseResult {
 /// Contract 1.2.0: `provider_id_schemes` is empty, or valid schemes, none
 /// twice, at most 16, `provider_id_scheme` among them.
 pub(super) async fn provider_id_schemes_valid(cx: &Ctx) -> CaseResult {
-    if let Err(v) = ccm_provider_sdk::validate::provider_id_schemes(&cx.info) {
+    if let Err(v) = validate::provider_id_schemes(&cx.info) {
         fail!("GetProviderInfo.{v}");
     }
+    Ok(())
+}
+
+/// Contract 1.3.0: what a controller running several providers routes by
+/// is well-formed and the same on a second `GetProviderInfo`: the
+/// providerID schemes the provider owns, the load balancer classes it
+/// serves (valid, none twice, at most 32), whether it serves Services
+/// without a class (a value of the contract) and its platforms (DNS-1123
+/// labels, none twice, at most 16). A provider declaring 1.2.0 keeps the
+/// format of its schemes from `identity/provider-id-schemes-valid`; the
+/// rest is reported not required for it.
+pub(super) async fn ownership_well_formed_and_stable(cx: &Ctx) -> CaseResult {
+    let first = &cx.info;
+    if let Err(v) = validate::identity_lists(first) {
+        fail!("GetProviderInfo.{v}");
+    }
+    // A provider declaring a newer contract than this suite's may send a
+    // value the suite does not know, and the controller reads it as
+    // UNSPECIFIED; one declaring this contract or an older one has no such
+    // value to send.
+    let newer = cx.declared.is_some_and(|v| v > ContractVersion::current());
+    if !newer && let Err(v) = validate::unclassed_services(first) {
+        fail!(
+            "GetProviderInfo.{v} (UNCLASSED_SERVICES_UNSPECIFIED, _SERVED or _DECLINED at {})",
+            ContractVersion::current()
+        );
+    }
+    let second = ok(
+        "GetProviderInfo",
+        once!(cx, identity.get_provider_info(GetProviderInfoRequest {})),
+    )?;
+    let stable = [
+        (
+            "provider_id_schemes",
+            validate::owned_schemes(first),
+            validate::owned_schemes(&second),
+        ),
+        (
+            "load_balancer_classes",
+            first
+                .load_balancer_classes
+                .iter()
+                .map(String::as_str)
+                .collect(),
+            second
+                .load_balancer_classes
+                .iter()
+                .map(String::as_str)
+                .collect(),
+        ),
+        (
+            "platforms",
+            first.platforms.iter().map(String::as_str).collect(),
+            second.platforms.iter().map(String::as_str).collect(),
+        ),
+    ];
+    for (field, a, b) in stable {
+        check!(
+            a == b,
+            "GetProviderInfo.{field}: expected the same on every answer (the controller routes Nodes and Services by it), got {a:?} then {b:?}"
+        );
+    }
+    check!(
+        first.unclassed_services == second.unclassed_services,
+        "GetProviderInfo.unclassed_services: expected the same on every answer, got {} then {}",
+        first.unclassed_services,
+        second.unclassed_services
+    );
     Ok(())
 }
 

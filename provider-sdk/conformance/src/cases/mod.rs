@@ -65,6 +65,7 @@ pub static CASES: &[Case] = &[
     // Identity and transport.
     case!("identity/provider-info-valid", [], identity::provider_info_valid),
     case!("identity/provider-id-schemes-valid", [], identity::provider_id_schemes_valid, V1_2_0),
+    case!("identity/ownership-well-formed-and-stable", [], identity::ownership_well_formed_and_stable, V1_3_0),
     case!("identity/capabilities-valid", [], identity::capabilities_valid),
     case!("identity/probe-state-specified", [], identity::probe_state_specified),
     case!("identity/health-serving", [], identity::health_serving),

@@ -131,6 +131,21 @@ class ProviderInfo:
     #: example ``("hrobot",)`` beside ``"hcloud"``: a Node with one reaches
     #: :class:`Instances` rather than being refused as another cloud's.
     also_owns: Sequence[str] = ()
+    #: The ``spec.loadBalancerClass`` values whose Services the provider
+    #: serves (contract 1.3.0), for example ``("example.com/cloud",)``: a
+    #: controller running several providers sends it those Services. Each
+    #: with a DNS-subdomain prefix, at most 32, none twice.
+    load_balancer_classes: Sequence[str] = ()
+    #: Whether the provider serves Services without a class when the
+    #: controller makes it the default (contract 1.3.0): None says nothing
+    #: (served, as before 1.3.0), False declines them (a provider of named
+    #: classes only), True says it serves them.
+    serves_unclassed: bool | None = None
+    #: The KEP-5778 platforms the provider manages (contract 1.3.0), for
+    #: example ``("cloud",)``: a Node without a providerID whose
+    #: ``cloudprovider.kubernetes.io/platform`` label or annotation names one
+    #: is its to initialise. DNS-1123 labels, at most 16, none twice.
+    platforms: Sequence[str] = ()
 
     def provider_id_schemes(self) -> list[str]:
         """``GetProviderInfo.provider_id_schemes``: empty for one scheme, else
@@ -138,6 +153,14 @@ class ProviderInfo:
         if not self.also_owns:
             return []
         return [self.provider_id_scheme, *self.also_owns]
+
+    def unclassed_services(self) -> int:
+        """``GetProviderInfo.unclassed_services`` of ``serves_unclassed``."""
+        if self.serves_unclassed is None:
+            return identity_pb2.UNCLASSED_SERVICES_UNSPECIFIED
+        if self.serves_unclassed:
+            return identity_pb2.UNCLASSED_SERVICES_SERVED
+        return identity_pb2.UNCLASSED_SERVICES_DECLINED
 
 
 @dataclass(frozen=True)

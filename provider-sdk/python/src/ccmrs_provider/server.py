@@ -60,7 +60,7 @@ from .provider import (
 )
 
 #: The contract version reported in ``GetProviderInfo``.
-CONTRACT_VERSION = "1.2.0"
+CONTRACT_VERSION = "1.3.0"
 #: Both directions accept messages up to this size, the contract's minimum
 #: (grpc's own default for receiving is 4 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -85,12 +85,22 @@ def _check_identity(info: ProviderInfo, schema: identity_pb2.AnnotationSchema | 
     if not scheme or ":" in scheme or "/" in scheme:
         problems.append(f"provider_id_scheme {scheme!r} is not the part before '://'")
     response = identity_pb2.GetProviderInfoResponse(
-        provider_id_scheme=scheme, provider_id_schemes=info.provider_id_schemes()
+        provider_id_scheme=scheme,
+        provider_id_schemes=info.provider_id_schemes(),
+        load_balancer_classes=info.load_balancer_classes,
+        platforms=info.platforms,
     )
-    try:
-        validate.provider_id_schemes(response)
-    except validate.Violation as v:
-        problems.append(f"also_owns {list(info.also_owns)!r}: {v}")
+    for attribute, check in [
+        ("also_owns", validate.provider_id_schemes),
+        ("load_balancer_classes", validate.load_balancer_classes),
+        ("platforms", validate.platforms),
+    ]:
+        try:
+            check(response)
+        except validate.Violation as v:
+            problems.append(f"{attribute} {list(getattr(info, attribute))!r}: {v}")
+    if info.serves_unclassed not in (None, True, False):
+        problems.append(f"serves_unclassed {info.serves_unclassed!r} is not None, True or False")
     if schema is not None:
         for p in schema.prefixes:
             if not p.endswith("/") or len(p) < 2:
@@ -143,6 +153,9 @@ class ProviderServer:
             has_cluster_id=info.has_cluster_id,
             manifest=dict(info.manifest),
             provider_id_schemes=info.provider_id_schemes(),
+            load_balancer_classes=info.load_balancer_classes,
+            unclassed_services=info.unclassed_services(),
+            platforms=info.platforms,
         )
         # The with_* methods add the capabilities.
         self._capabilities = identity_pb2.GetProviderCapabilitiesResponse(

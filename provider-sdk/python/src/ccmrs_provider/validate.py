@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 
-from ccmrs.cloudprovider.v1 import types_pb2
+from ccmrs.cloudprovider.v1 import identity_pb2, types_pb2
 
 #: Longest object name accepted (Kubernetes' DNS-1123 subdomain limit).
 MAX_NAME_BYTES = 253
@@ -29,6 +29,8 @@ _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 M = TypeVar("M", bound=Message)
+
+_UNCLASSED_SERVICES = identity_pb2.DESCRIPTOR.enum_types_by_name["UnclassedServices"]
 
 
 class Violation(ValueError):
@@ -381,6 +383,80 @@ def provider_id_schemes(info: Any) -> None:
             "provider_id_schemes",
             f"does not contain provider_id_scheme {info.provider_id_scheme!r}",
         )
+
+
+#: Most ``spec.loadBalancerClass`` values one provider may serve (contract 1.3.0).
+MAX_LOAD_BALANCER_CLASSES = 32
+#: Most KEP-5778 platforms one provider may manage (contract 1.3.0).
+MAX_PLATFORMS = 16
+
+
+def load_balancer_class(field: str, value: str) -> None:
+    """A ``spec.loadBalancerClass`` a provider serves: a label key WITH its
+    DNS-subdomain prefix, for example ``example.com/cloud`` (Kubernetes
+    reserves unprefixed classes for end users)."""
+    prefix, sep, _ = value.partition("/")
+    try:
+        label_key(field, value)
+        ok = bool(sep and prefix)
+    except Violation:
+        ok = False
+    if not ok:
+        raise Violation(
+            field,
+            f"{value!r} is not a loadBalancerClass: a DNS-subdomain prefix, '/' and a name "
+            "(for example 'example.com/cloud')",
+        )
+
+
+def platform(field: str, value: str) -> None:
+    """A KEP-5778 platform: a DNS-1123 label of at most 63 characters."""
+    if not is_dns_label(value):
+        raise Violation(field, f"{value!r} is not a DNS-1123 label of at most 63 characters")
+
+
+def _distinct(field: str, values: list[str], most: int, check: Any) -> None:
+    if len(values) > most:
+        raise Violation(field, f"has {len(values)} entries, more than {most}")
+    for i, v in enumerate(values):
+        check(f"{field}[{i}]", v)
+        if v in values[:i]:
+            raise Violation(f"{field}[{i}]", f"{v!r} is listed twice")
+
+
+def load_balancer_classes(info: Any) -> None:
+    """``load_balancer_classes`` (1.3.0): valid classes, none twice, at most 32."""
+    _distinct(
+        "load_balancer_classes",
+        list(info.load_balancer_classes),
+        MAX_LOAD_BALANCER_CLASSES,
+        load_balancer_class,
+    )
+
+
+def platforms(info: Any) -> None:
+    """``platforms`` (1.3.0): DNS-1123 labels, none twice, at most 16."""
+    _distinct("platforms", list(info.platforms), MAX_PLATFORMS, platform)
+
+
+def unclassed_services(info: Any) -> None:
+    """``unclassed_services`` (1.3.0) holds a value of the contract: what a
+    provider must send (a receiver reads an unknown one as UNSPECIFIED)."""
+    optional_enum("unclassed_services", info.unclassed_services, _UNCLASSED_SERVICES)
+
+
+def serves_unclassed(info: Any) -> bool:
+    """Whether the provider serves Services without a class as the default:
+    unless it DECLINES them (UNSPECIFIED and unknown values count as served)."""
+    return info.unclassed_services != identity_pb2.UNCLASSED_SERVICES_DECLINED
+
+
+def identity_lists(info: Any) -> None:
+    """The lists of a ``GetProviderInfo``: ``provider_id_schemes`` (1.2.0),
+    ``load_balancer_classes`` and ``platforms`` (1.3.0)."""
+    provider_id_schemes(info)
+    load_balancer_classes(info)
+    platforms(info)
 
 
 def is_owned_provider_id(provider_id: str, schemes: Iterable[str]) -> bool:

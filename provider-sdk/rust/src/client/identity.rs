@@ -39,6 +39,31 @@ impl Handshake {
     pub fn owns_scheme(&self, scheme: &str) -> bool {
         self.schemes().contains(&scheme)
     }
+
+    /// The `spec.loadBalancerClass` values whose Services the provider
+    /// serves (`load_balancer_classes`, 1.3.0); empty for a provider
+    /// declaring none, as every provider before 1.3.0.
+    pub fn classes(&self) -> Vec<&str> {
+        self.info
+            .load_balancer_classes
+            .iter()
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Whether the provider serves Services without a class when the
+    /// controller makes it the default (`unclassed_services`, 1.3.0):
+    /// unless it DECLINES them. UNSPECIFIED (every provider before 1.3.0)
+    /// and a value this contract does not know count as served, the
+    /// contract's reading of an unknown enum value.
+    pub fn serves_unclassed(&self) -> bool {
+        validate::serves_unclassed(&self.info)
+    }
+
+    /// The KEP-5778 platforms the provider manages (`platforms`, 1.3.0).
+    pub fn platforms(&self) -> Vec<&str> {
+        self.info.platforms.iter().map(String::as_str).collect()
+    }
 }
 
 impl ProviderClient {
@@ -153,14 +178,16 @@ impl ProviderClient {
 }
 
 /// Name and providerID scheme are required; the name is at most 63
-/// characters; a list of schemes is valid and holds the scheme.
+/// characters; a list of schemes is valid and holds the scheme; classes
+/// and platforms are valid (1.3.0). An unknown `unclassed_services` is
+/// taken as UNSPECIFIED, not refused ([`Handshake::serves_unclassed`]).
 fn check_info(info: &GetProviderInfoResponse) -> Checked {
     validate::name("name", &info.name)?;
     if info.name.len() > 63 {
         return Err(violation("name", "longer than 63 characters"));
     }
     validate::name("provider_id_scheme", &info.provider_id_scheme)?;
-    validate::provider_id_schemes(info)?;
+    validate::identity_lists(info)?;
     Ok(())
 }
 
@@ -195,5 +222,72 @@ mod tests {
         i.provider_id_scheme = "s0".into();
         i.provider_id_schemes = many;
         assert_eq!(check_info(&i).unwrap_err().field, "provider_id_schemes");
+    }
+
+    fn handshake(info: GetProviderInfoResponse) -> Handshake {
+        Handshake {
+            info,
+            capabilities: BTreeSet::new(),
+            annotations: AnnotationSchema::default(),
+            connection: 1,
+        }
+    }
+
+    /// Contract 1.3.0: classes and platforms are taken only when valid;
+    /// what the handshake says is what the controller routes by.
+    #[test]
+    fn a_handshake_declares_classes_unclassed_services_and_platforms() {
+        use crate::proto::UnclassedServices;
+        let base = || GetProviderInfoResponse {
+            name: "cloud".into(),
+            provider_id_scheme: "fake".into(),
+            ..Default::default()
+        };
+        // A provider of 1.2.0 declares nothing: no class, no platform, and
+        // Services without a class served as the default.
+        let old = base();
+        assert_eq!(check_info(&old), Ok(()));
+        let h = handshake(old);
+        assert!(h.classes().is_empty() && h.platforms().is_empty());
+        assert!(h.serves_unclassed());
+
+        let mut info = base();
+        info.load_balancer_classes = vec!["example.com/cloud".into(), "example.com/nlb".into()];
+        info.platforms = vec!["cloud".into()];
+        info.unclassed_services = UnclassedServices::Declined as i32;
+        assert_eq!(check_info(&info), Ok(()));
+        let h = handshake(info.clone());
+        assert_eq!(h.classes(), ["example.com/cloud", "example.com/nlb"]);
+        assert_eq!(h.platforms(), ["cloud"]);
+        assert!(!h.serves_unclassed());
+        for (value, served) in [(1, true), (0, true), (7, true), (-1, true), (2, false)] {
+            info.unclassed_services = value;
+            // An unknown value is no reason to refuse the provider.
+            assert_eq!(check_info(&info), Ok(()), "{value}");
+            assert_eq!(
+                handshake(info.clone()).serves_unclassed(),
+                served,
+                "{value}"
+            );
+        }
+
+        for (class, field) in [
+            ("cloud", "load_balancer_classes[0]"),
+            ("Example.com/cloud", "load_balancer_classes[0]"),
+            ("example.com/", "load_balancer_classes[0]"),
+        ] {
+            let mut i = base();
+            i.load_balancer_classes = vec![class.into()];
+            assert_eq!(check_info(&i).unwrap_err().field, field, "{class}");
+        }
+        let mut i = base();
+        i.load_balancer_classes = vec!["example.com/a".into(), "example.com/a".into()];
+        assert_eq!(
+            check_info(&i).unwrap_err().field,
+            "load_balancer_classes[1]"
+        );
+        let mut i = base();
+        i.platforms = vec!["cloud".into(), "Metal".into()];
+        assert_eq!(check_info(&i).unwrap_err().field, "platforms[1]");
     }
 }

@@ -22,19 +22,9 @@ impl<I: Identity> identity_service_server::IdentityService for IdentityAdapter<I
         &self,
         _req: Request<GetProviderInfoRequest>,
     ) -> Result<Response<GetProviderInfoResponse>, Status> {
-        let info = self.identity.info();
-        let answer = GetProviderInfoResponse {
-            provider_id_schemes: info.provider_id_schemes(),
-            name: info.name,
-            vendor_version: info.vendor_version,
-            provider_id_scheme: info.provider_id_scheme,
-            contract_version: proto::CONTRACT_VERSION.to_owned(),
-            has_cluster_id: info.has_cluster_id,
-            manifest: info.manifest.into_iter().collect(),
-            ..Default::default()
-        };
+        let answer = self.identity.info().to_proto(proto::CONTRACT_VERSION);
         // A provider bug must not reach the controller as a valid answer.
-        validate::provider_id_schemes(&answer).map_err(bad_answer("an invalid identity"))?;
+        validate::identity_lists(&answer).map_err(bad_answer("an invalid identity"))?;
         Ok(Response::new(answer))
     }
 

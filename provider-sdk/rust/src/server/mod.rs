@@ -4,6 +4,8 @@
 //! reflection on the Unix socket until shutdown.
 
 mod clusters;
+#[cfg(feature = "logging")]
+mod flags;
 mod identity;
 mod instances;
 mod load_balancers;
@@ -28,6 +30,8 @@ pub use crate::endpoint::{ServeError, bind_socket, socket_path};
 use crate::proto::{self, *};
 use crate::provider::{Clusters, Identity, Instances, LoadBalancers, Routes, Volumes, Zones};
 use crate::{MAX_MESSAGE_BYTES, endpoint};
+#[cfg(feature = "logging")]
+pub use flags::{IdentityFlags, UnclassedServicesFlag};
 #[cfg(feature = "logging")]
 pub use logging::{LogFormat, init_logging};
 pub use supervise::{Stopped, Supervisor};

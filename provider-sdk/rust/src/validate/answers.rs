@@ -7,10 +7,14 @@ use super::{
     Checked, MAX_ADDITIONAL_LABELS, MAX_NODE_ADDRESSES, label_value, labels, node_addresses,
     provider_id, violation,
 };
-use crate::proto::{GetProviderInfoResponse, InstanceMetadata, Warning};
+use crate::proto::{GetProviderInfoResponse, InstanceMetadata, UnclassedServices, Warning};
 
 /// Most providerID schemes one provider may own.
 pub const MAX_PROVIDER_ID_SCHEMES: usize = 16;
+/// Most `spec.loadBalancerClass` values one provider may serve (1.3.0).
+pub const MAX_LOAD_BALANCER_CLASSES: usize = 32;
+/// Most KEP-5778 platforms one provider may manage (1.3.0).
+pub const MAX_PLATFORMS: usize = 16;
 /// Most warnings about a Node one `InstanceMetadata` answer may carry; the
 /// controller publishes no more.
 pub const MAX_NODE_WARNINGS: usize = 16;
@@ -62,6 +66,68 @@ pub fn provider_id_schemes(info: &GetProviderInfoResponse) -> Checked {
                 info.provider_id_scheme
             ),
         ));
+    }
+    Ok(())
+}
+
+/// `load_balancer_classes` (1.3.0): valid classes, none twice, at most
+/// [`MAX_LOAD_BALANCER_CLASSES`].
+pub fn load_balancer_classes(info: &GetProviderInfoResponse) -> Checked {
+    list(
+        "load_balancer_classes",
+        &info.load_balancer_classes,
+        MAX_LOAD_BALANCER_CLASSES,
+        super::load_balancer_class,
+    )
+}
+
+/// `platforms` (1.3.0): DNS-1123 labels, none twice, at most
+/// [`MAX_PLATFORMS`].
+pub fn platforms(info: &GetProviderInfoResponse) -> Checked {
+    list(
+        "platforms",
+        &info.platforms,
+        MAX_PLATFORMS,
+        super::dns_label,
+    )
+}
+
+/// `unclassed_services` (1.3.0) holds a value of the contract. What a
+/// provider must send; a receiver takes an unknown value as UNSPECIFIED
+/// (docs/spec.md: a later minor version may add values), see
+/// [`serves_unclassed`].
+pub fn unclassed_services(info: &GetProviderInfoResponse) -> Checked {
+    super::optional_enum::<UnclassedServices>("unclassed_services", info.unclassed_services)
+}
+
+/// The lists of a `GetProviderInfo`: `provider_id_schemes` (1.2.0),
+/// `load_balancer_classes` and `platforms` (1.3.0). The client refuses a
+/// handshake that breaks one, as the SDK's server refuses to send it.
+pub fn identity_lists(info: &GetProviderInfoResponse) -> Checked {
+    provider_id_schemes(info)?;
+    load_balancer_classes(info)?;
+    platforms(info)
+}
+
+/// Whether a provider serves LoadBalancer Services without a class when
+/// the controller makes it the default: unless it DECLINES them.
+/// UNSPECIFIED (every provider before 1.3.0) and an unknown value count as
+/// SERVED.
+pub fn serves_unclassed(info: &GetProviderInfoResponse) -> bool {
+    info.unclassed_services != UnclassedServices::Declined as i32
+}
+
+/// Values, each checked by `check`, none twice, at most `max`.
+fn list(field: &str, values: &[String], max: usize, check: fn(&str, &str) -> Checked) -> Checked {
+    at_most(field, values.len(), max)?;
+    for (i, v) in values.iter().enumerate() {
+        super::lazily(|f| check(f, v), || format!("{field}[{i}]"))?;
+        if values[..i].contains(v) {
+            return Err(violation(
+                format!("{field}[{i}]"),
+                format!("{v:?} is listed twice"),
+            ));
+        }
     }
     Ok(())
 }

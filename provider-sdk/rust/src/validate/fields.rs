@@ -139,6 +139,33 @@ pub fn label_key(field: &str, k: &str) -> Checked {
     Ok(())
 }
 
+/// A `spec.loadBalancerClass` a provider serves (contract 1.3.0): a label
+/// key WITH its DNS-subdomain prefix, for example "example.com/cloud";
+/// Kubernetes reserves unprefixed classes for end users.
+pub fn load_balancer_class(field: &str, v: &str) -> Checked {
+    match v.split_once('/') {
+        Some((prefix, _)) if !prefix.is_empty() && label_key(field, v).is_ok() => Ok(()),
+        _ => Err(violation(
+            field,
+            format!(
+                "{v:?} is not a loadBalancerClass: a DNS-subdomain prefix, \"/\" and a name (for example \"example.com/cloud\")"
+            ),
+        )),
+    }
+}
+
+/// A DNS-1123 label: at most 63 lowercase letters, digits and `-`,
+/// starting and ending with a letter or digit (a KEP-5778 platform).
+pub fn dns_label(field: &str, v: &str) -> Checked {
+    if v.len() > 63 || v.contains('.') || !is_dns_subdomain(v) {
+        return Err(violation(
+            field,
+            format!("{v:?} is not a DNS-1123 label of at most 63 characters"),
+        ));
+    }
+    Ok(())
+}
+
 pub fn labels<'a>(
     field: &str,
     labels: impl IntoIterator<Item = (&'a String, &'a String)>,
@@ -238,6 +265,42 @@ mod tests {
         assert!(provider_id("f", "fake://i-1").is_ok());
         for bad in ["", "i-1", "://x", "fake://", "fake://a b"] {
             assert!(provider_id("f", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn classes_need_a_prefix_and_platforms_are_labels() {
+        for ok in [
+            "example.com/cloud",
+            "k8s.io/Internal_v1.2",
+            // The longest: a 253-byte prefix and a 63-byte name.
+            &format!(
+                "{0}.{0}.{0}.{1}/{2}",
+                "a".repeat(63),
+                "a".repeat(61),
+                "b".repeat(63)
+            ),
+        ] {
+            assert!(load_balancer_class("f", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "cloud",
+            "/cloud",
+            "example.com/",
+            "Example.com/cloud",
+            "example.com/a/b",
+            "example.com/-a",
+            &format!("example.com/{}", "b".repeat(64)),
+            &format!("{0}.{0}.{0}.{1}/b", "a".repeat(63), "a".repeat(62)),
+        ] {
+            assert!(load_balancer_class("f", bad).is_err(), "{bad}");
+        }
+        for ok in ["cloud", "bare-metal-2", &"p".repeat(63)] {
+            assert!(dns_label("f", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "Cloud", "a.b", "-a", "a-", "a_b", &"p".repeat(64)] {
+            assert!(dns_label("f", bad).is_err(), "{bad}");
         }
     }
 

@@ -13,9 +13,10 @@ mod messages;
 mod proptests;
 
 pub use answers::{
-    MAX_NODE_WARNINGS, MAX_PROVIDER_ID_SCHEMES, MAX_REASON_BYTES, is_owned_provider_id,
-    is_warning_reason, node_warnings, owned_schemes, provider_id_schemes, scheme,
-    split_provider_id,
+    MAX_LOAD_BALANCER_CLASSES, MAX_NODE_WARNINGS, MAX_PLATFORMS, MAX_PROVIDER_ID_SCHEMES,
+    MAX_REASON_BYTES, identity_lists, is_owned_provider_id, is_warning_reason,
+    load_balancer_classes, node_warnings, owned_schemes, platforms, provider_id_schemes, scheme,
+    serves_unclassed, split_provider_id, unclassed_services,
 };
 pub use fields::*;
 pub use messages::*;

@@ -518,6 +518,68 @@ proptest! {
         }
     }
 
+    /// Contract 1.3.0: a class a provider serves is a label key with a
+    /// DNS-subdomain prefix; a platform a DNS-1123 label.
+    #[test]
+    fn classes_are_prefixed_label_keys_and_platforms_dns_labels(
+        class in prop_oneof![arb_label_key(), arb_text()],
+        platform in prop_oneof![arb_dns_name(), arb_label_name(), arb_text()],
+    ) {
+        let prefixed = class.split_once('/').is_some_and(|(p, _)| !p.is_empty());
+        prop_assert_eq!(
+            load_balancer_class("f", &class).is_ok(),
+            prefixed && is_label_key(&class),
+            "class {:?}", class
+        );
+        let is_label = platform.len() <= 63
+            && !platform.is_empty()
+            && platform.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && platform.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && platform.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        prop_assert_eq!(dns_label("f", &platform).is_ok(), is_label, "platform {:?}", platform);
+    }
+
+    /// The lists of an identity are accepted exactly when every entry is
+    /// valid, none is there twice and there are not too many; a refusal
+    /// names the list or the entry.
+    #[test]
+    fn identity_lists_are_valid_distinct_and_bounded(
+        classes in vec(prop_oneof![
+            4 => (0u8..40).prop_map(|n| format!("example.com/c{n}")),
+            1 => arb_label_key(),
+        ], 0..36),
+        platforms in vec(prop_oneof![4 => (0u8..20).prop_map(|n| format!("p{n}")), 1 => arb_text()], 0..20),
+        unclassed in arb_enum_value(),
+    ) {
+        let info = crate::proto::GetProviderInfoResponse {
+            provider_id_scheme: "fake".into(),
+            load_balancer_classes: classes.clone(),
+            platforms: platforms.clone(),
+            unclassed_services: unclassed,
+            ..Default::default()
+        };
+        let distinct = |v: &[String]| v.iter().enumerate().all(|(i, x)| !v[..i].contains(x));
+        let classes_ok = classes.len() <= MAX_LOAD_BALANCER_CLASSES
+            && distinct(&classes)
+            && classes.iter().all(|c| c.contains('/') && !c.starts_with('/') && is_label_key(c));
+        let platforms_ok = platforms.len() <= MAX_PLATFORMS
+            && distinct(&platforms)
+            && platforms.iter().all(|p| dns_label("p", p).is_ok());
+        let result = identity_lists(&info);
+        prop_assert_eq!(result.is_ok(), classes_ok && platforms_ok, "{:?}", result);
+        if let Err(v) = result {
+            let list = if classes_ok { "platforms" } else { "load_balancer_classes" };
+            prop_assert!(v.field.starts_with(list), "{v}");
+        }
+        // The enum is never a reason to refuse the lists; a sender must
+        // send a known value, a receiver reads the rest as UNSPECIFIED.
+        prop_assert_eq!(
+            unclassed_services(&info).is_ok(),
+            crate::proto::UnclassedServices::try_from(unclassed).is_ok()
+        );
+        prop_assert_eq!(serves_unclassed(&info), unclassed != 2);
+    }
+
     /// A status the SDK lets through is written to the Service as it is: the
     /// apiserver must take it, or the Service never shows its address.
     #[test]

@@ -23,6 +23,7 @@ mod control_plane;
 mod deploy_manifests;
 mod harness;
 mod helm_chart;
+mod hybrid_core;
 mod kube_client;
 mod leader_election;
 mod local_provider;
