@@ -24,6 +24,11 @@ demo: testenv-bin ## The main job: control plane + local provider + controller i
 	$(CARGO) build --locked -p cloud-controller-manager -p ccm-local-provider
 	hack/demo.sh
 
+.PHONY: demo-hybrid
+demo-hybrid: testenv-bin ## A hybrid cluster in seconds: one controller, the local provider as "onprem" and the fake as "cloud"; Nodes initialised by their owner, Services by class, one provider hung.
+	$(CARGO) build --locked -p cloud-controller-manager -p ccm-local-provider -p ccm-fake-provider
+	hack/demo-hybrid.sh
+
 .PHONY: testenv
 testenv: testenv-bin ## Start a local control plane and print how to use it (Ctrl-C stops it).
 	@hack/testenv.sh
@@ -39,7 +44,7 @@ lint: testenv-bin ## cargo fmt --check, cargo clippy -D warnings, go vet (and th
 	hack/buf.sh
 
 .PHONY: test
-test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo.
+test: lint tools-bin ## Lint, then run every test against a real kube-apiserver, the chaos suite's short form, then the demo and the hybrid demo.
 	$(CARGO) test --workspace --locked --no-fail-fast --exclude ccm-chaos
 	CHAOS_SCALE=1 $(CARGO) test --locked -p ccm-chaos -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory conformance
@@ -50,6 +55,7 @@ test: lint tools-bin ## Lint, then run every test against a real kube-apiserver,
 	$(MAKE) --no-print-directory conformance-go
 	$(MAKE) --no-print-directory conformance-aws
 	$(MAKE) --no-print-directory demo
+	$(MAKE) --no-print-directory demo-hybrid
 
 # Property tests (proptest), the project's fuzzing: they run on stable Rust
 # with nothing to install, where cargo-fuzz needs nightly and libFuzzer, and
@@ -121,9 +127,10 @@ test-release: test-images release ## make test-images and make release, then che
 	cd hack/ocibuild && CCM_RELEASE_DIR=$(CURDIR)/_out/release $(GO_ENV) go test -count=1 -run '^TestRelease$$' -v .
 
 .PHONY: bench
-bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.
+bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 1,000-node initialisation, one provider's node initialisation with the other hung (two providers), 1,000 LoadBalancer Services, 1,000 nodes' routes, controller RSS at 5,000 Nodes + Services, the local provider's proxy against a direct connection, JSON vs protobuf for 5,000 realistic Nodes.
 	$(CARGO) bench --locked -p ccm-provider-sdk --bench uds_roundtrip
 	$(CARGO) bench --locked -p ccm-e2e --bench init_nodes
+	$(CARGO) bench --locked -p ccm-e2e --bench hybrid_isolation
 	$(CARGO) bench --locked -p ccm-e2e --bench lb_services
 	$(CARGO) bench --locked -p ccm-e2e --bench node_routes
 	$(CARGO) bench --locked -p ccm-e2e --bench controller_rss

@@ -16,92 +16,14 @@
 # it running until Ctrl-C). Exits non-zero if anything it shows does not
 # happen.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+demo=demo
+source "$(dirname "$0")/lib/demo.sh"
 
-if [[ -z ${CCM_DEMO_NETNS:-} ]]; then
-  if ! unshare -rn true 2>/dev/null; then
-    echo "demo: 'unshare -rn' is not allowed here (unprivileged user namespaces are off?); the demo runs in a network namespace of its own" >&2
-    exit 1
-  fi
-  CCM_DEMO_NETNS=1 exec unshare -rn "$0" "$@"
-fi
-ip link set lo up
-
-bin=$root/target/testenv/bin
-ccm_bin=$root/target/debug
-work=$root/target/demo
-rm -rf "$work"
-mkdir -p "$work"
-
-pids=()
-interrupted=
-cleanup() {
-  local code=$?
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    # After Ctrl-C the terminal has already sent SIGINT to every process of
-    # the group; a second signal would make kube-apiserver exit at once,
-    # skipping its cleanup. So give them time first.
-    if [[ -n $interrupted ]]; then
-      for _ in $(seq 100); do kill -0 "${pids[i]}" 2>/dev/null || break; sleep 0.1; done
-    fi
-    kill -TERM "${pids[i]}" 2>/dev/null || true
-    wait "${pids[i]}" 2>/dev/null || true
-  done
-  if [[ -n $interrupted ]]; then
-    echo "demo: stopped; everything it started has exited" >&2
-  elif ((code != 0)); then
-    echo "demo: FAILED (exit $code); logs in $work/*.log" >&2
-    tail -n 20 "$work"/*.log >&2 || true
-  fi
-  exit "$code"
-}
-trap cleanup EXIT
-trap 'interrupted=1; exit 130' INT
-trap 'exit 143' TERM
-
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-# wait_until DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds.
-wait_until() {
-  local what=$1 secs=$2
-  shift 2
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      echo "demo: timed out after ${secs}s waiting for: $what" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-step "network namespace: a private one (unshare -rn); loopback only"
-ip -brief addr show lo | sed 's/^/  /'
-
-step "control plane: kube-apiserver v1.36.3 + embedded etcd on 127.0.0.1 (log: $work/apiserver.log)"
 # The apiserver's audit log records every write (metadata only): the
 # steady-state step counts the controller's writes from it.
-"$bin/ccm-testenv" --data-dir "$work/apiserver" -- --audit-policy-file="$root/tests/support/audit-policy.yaml" \
-  --audit-log-path="$work/audit.log" --audit-log-format=json >"$work/ready.json" 2>"$work/apiserver.log" &
-pids+=($!)
-wait_until "apiserver ready" 120 grep -q ready "$work/ready.json"
-export KUBECONFIG=$work/apiserver/kubeconfig
-k() { "$bin/kubectl" "$@"; }
-k version | sed 's/^/  /'
-
-step "RBAC: the controller runs as kube-system/cloud-controller-manager with deploy/base/clusterrole.yaml"
-k create serviceaccount cloud-controller-manager -n kube-system
-k apply -f "$root/deploy/base/clusterrole.yaml"
-k create clusterrolebinding ccm-rs:cloud-controller-manager \
-  --clusterrole=ccm-rs:cloud-controller-manager --serviceaccount=kube-system:cloud-controller-manager
-k apply -f "$root/deploy/base/role-leader-election.yaml"
-k create rolebinding ccm-rs:cloud-controller-manager:leader-election -n kube-system \
-  --role=ccm-rs:cloud-controller-manager:leader-election --serviceaccount=kube-system:cloud-controller-manager
-cp "$KUBECONFIG" "$work/ccm.kubeconfig"
-KUBECONFIG=$work/ccm.kubeconfig k config set-credentials admin \
-  --token="$(k create token cloud-controller-manager -n kube-system --duration=2h)" >/dev/null
-k auth can-i delete nodes --as=system:serviceaccount:kube-system:cloud-controller-manager
-k auth can-i list secrets --as=system:serviceaccount:kube-system:cloud-controller-manager || true
+start_control_plane --audit-policy-file="$root/tests/support/audit-policy.yaml" \
+  --audit-log-path="$work/audit.log" --audit-log-format=json
+controller_identity
 
 inventory() {
   echo "instances:"
