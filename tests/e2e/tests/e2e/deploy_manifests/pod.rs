@@ -351,20 +351,16 @@ pub(super) fn providers_with_access(d: &Value) -> Vec<String> {
         flag("provider-service-account").is_some_and(|sa| sa.ends_with("-provider")),
         "{args:?}"
     );
-    // What the controller parses (one provider: the hybrid flags are the
-    // controller's own change, parsed by its tests).
-    if !args.iter().any(|a| a.starts_with("--provider=")) {
-        let mut argv = vec!["cloud-controller-manager".to_owned()];
-        argv.extend(args.iter().map(|a| a.to_string()));
-        let opts =
-            <cloud_controller_manager::config::Options as clap::Parser>::try_parse_from(argv)
-                .unwrap();
-        opts.validate().unwrap();
-        assert_eq!(
-            opts.provider_access.provider_kubeconfig_dir.as_deref(),
-            Some(std::path::Path::new(PROVIDER_ACCESS_DIR))
-        );
-    }
+    // What the controller parses, with one provider or several.
+    let mut argv = vec!["cloud-controller-manager".to_owned()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let opts =
+        <cloud_controller_manager::config::Options as clap::Parser>::try_parse_from(argv).unwrap();
+    opts.validate().unwrap();
+    assert_eq!(
+        opts.provider_access.provider_kubeconfig_dir.as_deref(),
+        Some(std::path::Path::new(PROVIDER_ACCESS_DIR))
+    );
     with_access
 }
 
