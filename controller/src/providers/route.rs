@@ -33,13 +33,12 @@ pub struct Identity {
 
 impl Identity {
     pub fn of(h: &Handshake) -> Self {
-        use ccm_provider_sdk::proto::UnclassedServices;
-        let info = &h.info;
+        let owned = |v: Vec<&str>| v.into_iter().map(str::to_owned).collect();
         Identity {
-            schemes: h.schemes().into_iter().map(str::to_owned).collect(),
-            classes: info.load_balancer_classes.clone(),
-            platforms: info.platforms.clone(),
-            serves_unclassed: info.unclassed_services != UnclassedServices::Declined as i32,
+            schemes: owned(h.schemes()),
+            classes: owned(h.classes()),
+            platforms: owned(h.platforms()),
+            serves_unclassed: h.serves_unclassed(),
         }
     }
 }
