@@ -233,21 +233,16 @@ impl Table {
                 || format!("several providers manage the platform {platform:?} ({PLATFORM_KEY})"),
             );
         }
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let selected: Vec<&Member> = self
-            .members
-            .iter()
-            .filter(|m| m.node_selector.as_ref().is_some_and(|s| s.matches(&labels)))
-            .collect();
-        match selected.as_slice() {
-            [one] => return Route::To(one.name.clone()),
-            [] => {}
-            several => {
-                return Route::Several(
-                    several.iter().map(|m| m.name.clone()).collect(),
-                    "several providers' node selectors match its labels".into(),
-                );
-            }
+        let no_labels = std::collections::BTreeMap::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&no_labels);
+        match self.decide(
+            |m| m.node_selector.as_ref().is_some_and(|s| s.matches(labels)),
+            String::new,
+            || "several providers' node selectors match its labels".into(),
+        ) {
+            // No selector matches: the default provider's.
+            Route::Nobody(_) => {}
+            decided => return decided,
         }
         match self.default_name() {
             Some(d) => Route::To(d.to_owned()),
@@ -286,11 +281,20 @@ impl Table {
         nobody: impl FnOnce() -> String,
         several: impl FnOnce() -> String,
     ) -> Route {
-        let claimed: Vec<&Member> = self.members.iter().filter(|m| claims(m)).collect();
-        match claimed.as_slice() {
-            [one] => Route::To(one.name.clone()),
-            [] => Route::Nobody(nobody()),
-            more => Route::Several(more.iter().map(|m| m.name.clone()).collect(), several()),
+        // Called for every Node by every controller instance: nothing is
+        // collected unless several claim it.
+        let mut claimed = self.members.iter().filter(|m| claims(m));
+        match (claimed.next(), claimed.next()) {
+            (None, _) => Route::Nobody(nobody()),
+            (Some(one), None) => Route::To(one.name.clone()),
+            (Some(a), Some(b)) => Route::Several(
+                [a, b]
+                    .into_iter()
+                    .chain(claimed)
+                    .map(|m| m.name.clone())
+                    .collect(),
+                several(),
+            ),
         }
     }
 }
@@ -553,6 +557,14 @@ mod tests {
         assert!(matches!(
             t.node_owner(&node(None, &[("pool", "cloud")], &[])),
             Route::Several(..)
+        ));
+        // Every claimant is named, however many.
+        let mut edge = Member::new("edge");
+        edge.node_selector = Some(LabelSelector::parse("pool in (cloud)").unwrap());
+        let three = Table::hybrid([t.members.clone(), vec![edge]].concat(), None).unwrap();
+        assert!(matches!(
+            three.node_owner(&node(None, &[("pool", "cloud")], &[])),
+            Route::Several(names, _) if names == ["onprem", "cloud", "edge"]
         ));
         let t = Table::hybrid(t.members.clone(), None).unwrap();
         assert!(matches!(
