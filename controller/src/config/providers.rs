@@ -222,12 +222,7 @@ fn names(endpoints: &[Endpoint]) -> String {
 /// A DNS-1123 label: what a provider's name and a platform must be (they
 /// appear in check names, finalizers and metric labels).
 pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    ccm_provider_sdk::validate::dns_label("", s).is_ok()
 }
 
 fn provider_name(name: &str) -> Result<String, String> {

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use ccm_provider_sdk::validate;
 use kube::core::{Expression, Selector, SelectorExt};
 
 /// A parsed label selector; `Display` gives back a canonical form.
@@ -123,49 +124,19 @@ fn parse_term(t: &str) -> Result<Expression, String> {
     Ok(Expression::Exists(key(t)?))
 }
 
-/// A label key: an optional DNS-subdomain prefix and `/`, then a name of
-/// at most 63 characters of alphanumerics, `-`, `_`, `.`.
+/// A label key (an optional DNS-subdomain prefix and `/`, then a name),
+/// as the contract's validation checks it.
 fn key(k: &str) -> Result<String, String> {
     let k = k.trim();
-    let (prefix, name) = match k.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, k),
-    };
-    if let Some(p) = prefix {
-        let ok = !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && l.bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-            });
-        if !ok {
-            return Err(format!("{k:?}: the prefix is not a DNS subdomain"));
-        }
-    }
-    if name.is_empty() || !label_value_chars(name) {
-        return Err(format!("{k:?} is not a label key"));
-    }
+    validate::label_key("", k).map_err(|v| v.problem)?;
     Ok(k.to_owned())
 }
 
+/// A label value (possibly empty), as the contract's validation checks it.
 fn value(v: &str) -> Result<String, String> {
     let v = v.trim();
-    if !v.is_empty() && !label_value_chars(v) {
-        return Err(format!("{v:?} is not a label value"));
-    }
+    validate::label_value("", v).map_err(|v| v.problem)?;
     Ok(v.to_owned())
-}
-
-fn label_value_chars(s: &str) -> bool {
-    s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
 #[cfg(test)]
