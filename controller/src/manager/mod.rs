@@ -33,7 +33,9 @@ use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
+use kube::runtime::reflector::Store;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{ConfigError, ControllerName, Options};
@@ -392,11 +394,9 @@ impl Manager {
                         }
                     };
                     if let Some(h) = h {
-                        if self.learn_identity(i, &h) {
-                            // Which provider owns which Node may have
-                            // changed: every controller looks again.
-                            subscribers.resync();
-                        }
+                        // The Nodes whose owner changed: the controllers
+                        // look at them again.
+                        subscribers.resend(&self.learn_identity(i, &h, &base.nodes));
                         self.follow_capabilities(i, &h, enabled, &base, &subscribers, &mut supervisor)?;
                     }
                     if !refresh.is_zero() {
@@ -415,18 +415,20 @@ impl Manager {
         }
     }
 
-    /// Records provider `i`'s identity in the routing table; whether Nodes
-    /// may have changed owners (several providers, and it changed).
-    fn learn_identity(&self, i: usize, h: &Handshake) -> bool {
+    /// Records provider `i`'s identity in the routing table; the Nodes of
+    /// `nodes` that it moved (several providers, and it changed: see
+    /// [`node_owners::moved`]).
+    fn learn_identity(&self, i: usize, h: &Handshake, nodes: &Store<Node>) -> Vec<Arc<Node>> {
         let p = &self.providers[i];
         let identity = Identity::of(h);
-        let mut table = self.routing.write();
-        if !table.set_identity(&p.name, identity.clone()) {
-            return false;
-        }
-        if !table.is_hybrid() {
-            return false;
-        }
+        let before = {
+            let mut table = self.routing.write();
+            let before = table.clone();
+            if !table.set_identity(&p.name, identity.clone()) || !table.is_hybrid() {
+                return Vec::new();
+            }
+            before
+        };
         tracing::info!(
             provider = %p.name,
             schemes = ?identity.schemes,
@@ -435,7 +437,9 @@ impl Manager {
             serves_unclassed = identity.serves_unclassed,
             "provider identity"
         );
-        true
+        // This task is the table's only writer: a read lock sees what was
+        // just written.
+        node_owners::moved(&before, &self.routing.read(), &nodes.state())
     }
 
     /// Starts and stops provider `i`'s controllers to match its handshake

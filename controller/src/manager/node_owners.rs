@@ -9,6 +9,7 @@
 //! cloud-node controller) must not silence what concerns every provider.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -20,7 +21,7 @@ use ccm_runtime::events::EventSink;
 
 use crate::controllers::NodeEvents;
 use crate::k8s::node;
-use crate::providers::{Route, Routing};
+use crate::providers::{Route, Routing, Table};
 
 /// The Event reasons.
 pub const NO_OWNER: &str = "NoProviderOwnsNode";
@@ -45,6 +46,23 @@ pub fn verdict(route: &Route, every_provider_answered: bool) -> Option<(&'static
             ),
         )),
     }
+}
+
+/// The Nodes to look at again after a provider's identity changed the
+/// routing from `before` to `after`: those whose owner changed, and those
+/// whose verdict here did (a Node nobody owns is judged once every
+/// provider has answered). Every other Node is where it was: replaying it
+/// to every controller instance would be work for nothing.
+pub fn moved(before: &Table, after: &Table, nodes: &[Arc<Node>]) -> Vec<Arc<Node>> {
+    let (answered_before, answered_after) = (before.all_answered(), after.all_answered());
+    nodes
+        .iter()
+        .filter(|n| {
+            let (was, is) = (before.node_owner(n), after.node_owner(n));
+            was != is || verdict(&was, answered_before) != verdict(&is, answered_after)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The Nodes already reported, by uid, with the reason.
@@ -91,8 +109,7 @@ pub async fn run(routing: Routing, nodes: Store<Node>, mut events: NodeEvents, s
     while let Some(n) = events.next().await {
         let (route, answered) = {
             let table = routing.read();
-            let answered = table.members().iter().all(|m| m.identity.is_some());
-            (table.node_owner(&n), answered)
+            (table.node_owner(&n), table.all_answered())
         };
         let Some((reason, note)) = reported.news(&n, &route, answered) else {
             continue;
@@ -116,15 +133,13 @@ pub async fn run(routing: Routing, nodes: Store<Node>, mut events: NodeEvents, s
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use k8s_openapi::api::core::v1::NodeSpec;
     use kube::api::ObjectMeta;
     use kube::runtime::events::Reporter;
     use parking_lot::RwLock;
 
     use super::*;
-    use crate::providers::{Identity, Member, Table};
+    use crate::providers::{Identity, Member};
 
     fn node(name: &str, provider_id: &str) -> Node {
         Node {
@@ -201,6 +216,46 @@ mod tests {
                 "n2: SeveralProvidersOwnNode"
             ]
         );
+    }
+
+    /// After an identity change only the Nodes it moved are looked at
+    /// again: those whose owner changed, and, once every provider has
+    /// answered, those nobody owns (their Warning waited for that).
+    #[test]
+    fn only_the_nodes_an_identity_change_moves_are_looked_at_again() {
+        let mut a = Member::new("a");
+        a.identity = Some(identity(&["x"]));
+        let before = Table::hybrid(vec![a, Member::new("b")], Some("a")).unwrap();
+        let nodes: Vec<Arc<Node>> = [
+            node("mine", "x://1"),
+            node("theirs", "y://2"),
+            node("stray", "z://3"),
+            node("plain", ""),
+        ]
+        .map(Arc::new)
+        .into();
+        let names = |moved: Vec<Arc<Node>>| -> Vec<String> {
+            moved.iter().map(|n| node::name(n).to_owned()).collect()
+        };
+        // b answers: its Node is its own now, and the stray Node's verdict
+        // is due.
+        let mut after = before.clone();
+        assert!(after.set_identity("b", identity(&["y"])));
+        assert_eq!(names(moved(&before, &after, &nodes)), ["theirs", "stray"]);
+        // Only its classes changed: no Node moved.
+        let mut classes = after.clone();
+        assert!(classes.set_identity(
+            "b",
+            Identity {
+                classes: vec!["example.com/b".into()],
+                ..identity(&["y"])
+            }
+        ));
+        assert!(moved(&after, &classes, &nodes).is_empty());
+        // b claims x too: a's Node has two owners.
+        let mut both = after.clone();
+        assert!(both.set_identity("b", identity(&["x", "y"])));
+        assert_eq!(names(moved(&after, &both, &nodes)), ["mine"]);
     }
 
     /// The Warning Event on the Node, from the Node watch's stream.

@@ -59,22 +59,18 @@ impl Subscribers {
         rx.boxed()
     }
 
-    /// Hands every cached Node to every subscriber again, and counts a
-    /// change of the node set: which provider owns which Node changed (a
-    /// provider's identity did), so every controller looks again. Nothing
-    /// before the cache has synced (subscribers get the listing then).
-    pub fn resync(&self) {
-        if !*self.synced.borrow() {
+    /// Hands `nodes` to every subscriber again, and counts a change of the
+    /// node set: their owners changed (a provider's identity did) without
+    /// the Nodes changing, so the controllers look at them again. Nothing
+    /// before the cache has synced (subscribers get the listing then), and
+    /// nothing for no Nodes.
+    pub fn resend(&self, nodes: &[Arc<Node>]) {
+        if nodes.is_empty() || !*self.synced.borrow() {
             return;
         }
-        {
-            let senders = self.senders.lock();
-            for n in self.store.state() {
-                for s in senders.iter() {
-                    let _ = s.unbounded_send(n.clone());
-                }
-            }
-        }
+        self.senders
+            .lock()
+            .retain(|s| nodes.iter().all(|n| s.unbounded_send(n.clone()).is_ok()));
         self.changed.send_modify(|n| *n += 1);
     }
 
@@ -293,5 +289,38 @@ mod tests {
         assert!(has("n3"));
         drop(tx);
         task.await.unwrap();
+    }
+
+    /// Nodes whose owner changed reach every subscriber again, and the
+    /// node set counts as changed; no Nodes, nothing (not even the count).
+    #[test]
+    fn resent_nodes_reach_every_subscriber_and_count_as_a_change() {
+        let nw = NodeWatch::new();
+        let subscribers = nw.subscribers();
+        let mut changes = nw.changes();
+        let (mut a, b) = (subscribers.subscribe(), subscribers.subscribe());
+        let n1 = Arc::new(node("n1"));
+        subscribers.resend(std::slice::from_ref(&n1));
+        assert!(
+            a.next().now_or_never().is_none() && !changes.has_changed().unwrap(),
+            "nothing before the cache has synced"
+        );
+        nw.synced.send_replace(true);
+        drop(b);
+        subscribers.resend(&[]);
+        assert!(!changes.has_changed().unwrap());
+        assert_eq!(subscribers.senders.lock().len(), 2);
+        subscribers.resend(&[n1.clone(), Arc::new(node("n2"))]);
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        let names: Vec<String> = std::iter::from_fn(|| a.next().now_or_never().flatten())
+            .map(|n| n.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["n1", "n2"]);
+        assert_eq!(
+            subscribers.senders.lock().len(),
+            1,
+            "a subscriber gone is dropped"
+        );
     }
 }

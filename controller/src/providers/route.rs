@@ -184,6 +184,12 @@ impl Table {
         self.members.iter().find(|m| m.name == name)
     }
 
+    /// Whether every provider has answered a handshake (until then, one
+    /// may still claim a Node nobody else does).
+    pub fn all_answered(&self) -> bool {
+        self.members.iter().all(|m| m.identity.is_some())
+    }
+
     pub fn default_name(&self) -> Option<&str> {
         self.default.map(|i| self.members[i].name.as_str())
     }
