@@ -81,21 +81,13 @@ async fn provider_info(opts: &Options, output: OutputFormat) -> anyhow::Result<(
 }
 
 /// An error naming every provider that did not answer, after the others'
-/// reports are printed.
-fn failed_providers(
-    reports: &[cloud_controller_manager::provider_info::Named],
+/// answers are printed.
+fn failed_providers<T>(
+    answers: &[cloud_controller_manager::provider_info::Named<T>],
 ) -> anyhow::Result<()> {
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|n| {
-            let e = n.report.as_ref().err()?;
-            Some(format!("{} at {}: {e}", n.name, n.endpoint))
-        })
-        .collect();
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        anyhow::bail!("asking the providers: {}", failed.join("; "))
+    match cloud_controller_manager::provider_info::failures(answers) {
+        Some(failed) => anyhow::bail!("asking the providers: {failed}"),
+        None => Ok(()),
     }
 }
 
@@ -110,25 +102,10 @@ async fn provider_annotations(opts: &Options) -> anyhow::Result<()> {
         print!("{reference}");
         return Ok(());
     }
-    let mut failed = Vec::new();
-    for (i, p) in providers.endpoints.iter().enumerate() {
-        if i > 0 {
-            println!();
-        }
-        println!("# Provider {}\n", p.name);
-        match provider_info::annotations(&p.endpoint, opts.provider.client_options()).await {
-            Ok(reference) => print!("{reference}"),
-            Err(e) => {
-                println!("Not answering: {e}");
-                failed.push(format!("{} at {}: {e}", p.name, p.endpoint));
-            }
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        anyhow::bail!("asking the providers: {}", failed.join("; "))
-    }
+    let references =
+        provider_info::annotations_all(&providers.endpoints, opts.provider.client_options()).await;
+    print!("{}", provider_info::annotations_text_all(&references));
+    failed_providers(&references)
 }
 
 fn main() -> anyhow::Result<()> {

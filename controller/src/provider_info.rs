@@ -102,30 +102,88 @@ pub fn text(report: &Value) -> String {
     out
 }
 
-/// One configured provider's report, or why there is none.
-pub struct Named {
+/// One configured provider's answer (its report, its annotation
+/// reference), or why there is none.
+pub struct Named<T = Value> {
     pub name: String,
     pub endpoint: String,
-    pub report: Result<Value, ClientError>,
+    pub report: Result<T, ClientError>,
 }
 
-/// [`report`] of every configured provider (asked all at once: one that
-/// hangs costs its deadlines, not the others').
-pub async fn report_all(
+/// `ask` of every configured provider, all at once: one that hangs costs
+/// its deadlines, not the others'.
+async fn ask_all<T, F>(
     providers: &[crate::config::Endpoint],
     options: ClientOptions,
-) -> Vec<Named> {
+    ask: impl Fn(String, ClientOptions) -> F,
+) -> Vec<Named<T>>
+where
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
     futures::future::join_all(providers.iter().map(|p| {
-        let options = options.clone();
+        let answer = ask(p.endpoint.clone(), options.clone());
         async move {
             Named {
                 name: p.name.clone(),
                 endpoint: p.endpoint.clone(),
-                report: report(&p.endpoint, options).await,
+                report: answer.await,
             }
         }
     }))
     .await
+}
+
+/// [`report`] of every configured provider.
+pub async fn report_all(
+    providers: &[crate::config::Endpoint],
+    options: ClientOptions,
+) -> Vec<Named> {
+    ask_all(
+        providers,
+        options,
+        |e, o| async move { report(&e, o).await },
+    )
+    .await
+}
+
+/// [`annotations`] of every configured provider.
+pub async fn annotations_all(
+    providers: &[crate::config::Endpoint],
+    options: ClientOptions,
+) -> Vec<Named<String>> {
+    ask_all(providers, options, |e, o| async move {
+        annotations(&e, o).await
+    })
+    .await
+}
+
+/// Every provider's annotation reference under a header with its name;
+/// one that did not answer says why in place.
+pub fn annotations_text_all(references: &[Named<String>]) -> String {
+    let mut out = String::new();
+    for (i, n) in references.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("# Provider {}\n\n", n.name));
+        match &n.report {
+            Ok(reference) => out.push_str(reference),
+            Err(e) => out.push_str(&format!("Not answering: {e}\n")),
+        }
+    }
+    out
+}
+
+/// Every provider that did not answer, and why; `None` when all did.
+pub fn failures<T>(answers: &[Named<T>]) -> Option<String> {
+    let failed: Vec<String> = answers
+        .iter()
+        .filter_map(|n| {
+            let e = n.report.as_ref().err()?;
+            Some(format!("{} at {}: {e}", n.name, n.endpoint))
+        })
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
 }
 
 /// Every provider's [`text`] under a header with its name; one that did

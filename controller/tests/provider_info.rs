@@ -156,6 +156,24 @@ async fn reports_every_configured_provider_under_its_name() {
         assert_eq!(json[1]["provider"], "cloud");
         assert_eq!(json[1]["name"], "fake");
         assert_eq!(json[1]["probe"]["state"], "READY");
+        let failed = provider_info::failures(&reports).expect("down did not answer");
+        assert!(
+            failed.starts_with(&format!("down at {down}: ")) && !failed.contains("cloud"),
+            "{failed}"
+        );
+
+        // `provider annotations`: the same, each reference under its name.
+        let references = provider_info::annotations_all(&providers, Default::default()).await;
+        let text = provider_info::annotations_text_all(&references);
+        let down_at = text
+            .find("# Provider down\n\nNot answering: ")
+            .expect(&text);
+        let cloud_at = text.find("\n# Provider cloud\n\n").expect(&text);
+        assert!(down_at < cloud_at, "in flag order: {text}");
+        assert!(text[cloud_at..].contains("fake.ccm-rs.io/"), "{text}");
+        let failed = provider_info::failures(&references).expect("down did not answer");
+        assert!(failed.starts_with(&format!("down at {down}: ")), "{failed}");
+        assert_eq!(provider_info::failures(&references[1..]), None);
         let _ = stop.send(());
         server.await.unwrap().unwrap();
     })
