@@ -140,7 +140,7 @@ pub fn plan(
 pub fn plan_owned(
     cluster: &[Cidr],
     nodes: &[RouteNode],
-    others: &BTreeSet<&str>,
+    others: &BTreeSet<String>,
     routes: &[proto::Route],
     addresses: Addresses,
 ) -> Plan {
@@ -470,7 +470,7 @@ mod tests {
             route("theirs", "10.244.2.0/24"),
             route("gone", "10.244.3.0/24"),
         ];
-        let others = BTreeSet::from(["theirs"]);
+        let others = BTreeSet::from(["theirs".to_owned()]);
         let p = plan_owned(&c, &nodes, &others, &routes, Addresses::Ignored);
         assert!(p.create.is_empty(), "{p:?}");
         assert_eq!(

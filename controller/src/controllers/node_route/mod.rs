@@ -86,8 +86,13 @@ impl Routes {
         }
         let routes = known.as_mut().expect("listed above");
         let owned = self.nodes();
-        let others = owned.others.iter().map(String::as_str).collect();
-        let plan = decide::plan_owned(&self.cluster, &owned.infos, &others, routes, self.addresses);
+        let plan = decide::plan_owned(
+            &self.cluster,
+            &owned.infos,
+            &owned.others,
+            routes,
+            self.addresses,
+        );
         if plan.delete.is_empty() && plan.create.is_empty() && !list {
             return Ok(());
         }
