@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ccm_provider_sdk::Handshake;
 use k8s_openapi::api::core::v1::{Node, Service};
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::selector::LabelSelector;
 
@@ -136,6 +137,10 @@ pub struct Table {
     /// provider behind `--provider-endpoint`, every Node is its own, as
     /// before this table existed.
     hybrid: bool,
+    /// Told of every change [`Table::set_identity`] makes: the only change
+    /// to a table in use (names, the default and the flags are fixed for
+    /// the life of the process). Clones share it.
+    identity_changes: watch::Sender<()>,
 }
 
 impl Table {
@@ -145,6 +150,7 @@ impl Table {
             members: vec![Member::new(SINGLE_NAME)],
             default: Some(0),
             hybrid: false,
+            identity_changes: watch::Sender::new(()),
         }
     }
 
@@ -169,6 +175,7 @@ impl Table {
             members,
             default,
             hybrid: true,
+            identity_changes: watch::Sender::new(()),
         })
     }
 
@@ -189,15 +196,22 @@ impl Table {
     }
 
     /// Records a provider's identity from its latest handshake. Returns
-    /// whether it changed.
+    /// whether it changed (and then tells [`Table::identity_changes`]).
     pub fn set_identity(&mut self, name: &str, identity: Identity) -> bool {
         match self.members.iter_mut().find(|m| m.name == name) {
             Some(m) if m.identity.as_ref() != Some(&identity) => {
                 m.identity = Some(identity);
+                self.identity_changes.send_replace(());
                 true
             }
             _ => false,
         }
+    }
+
+    /// Changes with each provider identity that changes from now on: what
+    /// moves Services and backends without any Service or Node changing.
+    pub fn identity_changes(&self) -> watch::Receiver<()> {
+        self.identity_changes.subscribe()
     }
 
     /// The Node's owner: its providerID's scheme, else its platform, else
@@ -513,6 +527,21 @@ mod tests {
             t.node_owner(&node(Some("fake://i-1"), &[], &[])),
             to("cloud")
         );
+    }
+
+    #[test]
+    fn only_a_changed_identity_is_told() {
+        let mut t = table();
+        let mut changes = t.identity_changes();
+        let same = t.members[1].identity.clone().unwrap();
+        assert!(!t.set_identity("cloud", same));
+        assert!(!t.set_identity("edge", ident(&["edge"], &[], &[], true)));
+        assert!(!changes.has_changed().unwrap(), "nothing changed");
+        assert!(t.set_identity("cloud", ident(&["fake"], &[], &[], false)));
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        assert!(!t.set_identity("cloud", ident(&["fake"], &[], &[], false)));
+        assert!(!changes.has_changed().unwrap(), "unchanged");
     }
 
     #[test]

@@ -939,8 +939,18 @@ async fn a_changed_identity_syncs_the_services_it_may_move_and_the_backends() {
     }
     let backends = tokio::sync::watch::Sender::new(0u64);
     let mut backend_changes = backends.subscribe();
-    let follow = tokio::spawn(routing::follow(cloud.lb.clone(), services, backends));
-    tokio::time::sleep(routing::ROUTING_CHECK * 3).await;
+    let identity_changes = routing.read().identity_changes();
+    let follow = tokio::spawn(routing::follow(
+        cloud.lb.clone(),
+        services,
+        identity_changes,
+        backends,
+    ));
+    // The same identity again is no change.
+    let same = identity(&["fake"], &[CLOUD_CLASS], false);
+    assert!(!routing.write().set_identity("cloud", same));
+    // (The clock is paused: this returns once every task is idle.)
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(cloud.resyncs.try_recv().is_err(), "nothing changed yet");
     assert!(!backend_changes.has_changed().unwrap());
 
@@ -948,7 +958,9 @@ async fn a_changed_identity_syncs_the_services_it_may_move_and_the_backends() {
         "cloud",
         identity(&["fake"], &[CLOUD_CLASS, "example.com/more"], false),
     );
-    tokio::time::timeout(routing::ROUTING_CHECK * 2, backend_changes.changed())
+    // A deadline, not a wait: with the clock paused it passes only if the
+    // follower is idle without having told the backends.
+    tokio::time::timeout(Duration::from_secs(1), backend_changes.changed())
         .await
         .expect("the backends are recomputed")
         .unwrap();
