@@ -362,17 +362,6 @@ impl Scope {
         self.routing.read().node_owner(node).is(&self.name)
     }
 
-    /// Whether this provider serves the Service's load balancer.
-    pub fn serves(&self, svc: &Service) -> bool {
-        self.routing.read().service_provider(svc).is(&self.name)
-    }
-
-    /// Whether another provider serves the Service now (its status is
-    /// then that provider's to write).
-    pub fn served_elsewhere(&self, svc: &Service) -> bool {
-        matches!(self.routing.read().service_provider(svc), Route::To(n) if n != self.name)
-    }
-
     /// The finalizer this provider's load balancers hold their Services
     /// with: upstream's for the default provider, one of its own for every
     /// other, so that two providers never take each other's.
@@ -644,9 +633,6 @@ mod tests {
             cloud.finalizer(),
             "cloud.provider.ccm-rs.io/load-balancer-cleanup"
         );
-        let s = svc("LoadBalancer", Some("example.com/cloud"));
-        assert!(cloud.serves(&s) && !onprem.serves(&s) && onprem.served_elsewhere(&s));
-        assert!(!cloud.served_elsewhere(&s));
     }
 
     #[test]
