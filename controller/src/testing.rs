@@ -160,6 +160,7 @@ pub fn context_over(client: Client, provider: ProviderClient, nodes: Vec<Node>) 
         client,
         crate::providers::ScopedProvider::single(provider),
         nodes,
+        MANAGER,
     )
 }
 
@@ -204,6 +205,19 @@ pub fn hybrid_context(
     routing: &crate::providers::Routing,
     name: &str,
 ) -> Arc<Context> {
+    hybrid_context_as(client, provider, nodes, routing, name, MANAGER)
+}
+
+/// [`hybrid_context`] writing as the field manager `manager`: how two
+/// instances over one API server tell their writes apart.
+pub fn hybrid_context_as(
+    client: Client,
+    provider: &Provider,
+    nodes: Vec<Node>,
+    routing: &crate::providers::Routing,
+    name: &str,
+    manager: &'static str,
+) -> Arc<Context> {
     scoped_context(
         client,
         crate::providers::ScopedProvider {
@@ -211,13 +225,18 @@ pub fn hybrid_context(
             scope: crate::providers::Scope::new(routing.clone(), name),
         },
         nodes,
+        manager,
     )
 }
+
+/// The field manager of a test's context.
+const MANAGER: &str = "test-controller";
 
 fn scoped_context(
     client: Client,
     provider: crate::providers::ScopedProvider,
     nodes: Vec<Node>,
+    manager: &'static str,
 ) -> Arc<Context> {
     let (store, mut writer) = reflector::store();
     for n in nodes {
@@ -229,7 +248,7 @@ fn scoped_context(
         provider,
         store,
         "kubernetes".into(),
-        "test-controller",
+        manager,
         ControllerMetrics::register(&mut registry),
         ccm_runtime::events::Delivery::Inline,
     )

@@ -77,10 +77,22 @@ pub async fn write_unread<K: kube::Resource + Clone>(
         &kube::core::Request,
     ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
 ) -> kube::Result<()> {
+    write_text(api, verb, build).await.map(drop)
+}
+
+/// [`write_unread`], returning the answer's body undecoded, for a caller
+/// that reads only a part of it.
+pub async fn write_text<K: kube::Resource + Clone>(
+    api: &Api<K>,
+    verb: &'static str,
+    build: impl FnOnce(
+        &kube::core::Request,
+    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> kube::Result<String> {
     let mut req =
         build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
     req.extensions_mut().insert(verb);
-    api.clone().into_client().request_text(req).await.map(drop)
+    api.clone().into_client().request_text(req).await
 }
 
 /// The objects a reflected watch (`.reflect(writer)`) applies, each yielded

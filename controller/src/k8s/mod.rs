@@ -4,7 +4,7 @@
 
 pub mod node;
 
-pub use ccm_runtime::watch::{applied_once_stored, write_unread};
+pub use ccm_runtime::watch::{applied_once_stored, write_text, write_unread};
 
 /// An object's labels or annotations as the contract's map.
 pub fn string_map<M: FromIterator<(String, String)>>(

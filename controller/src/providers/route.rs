@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ccm_provider_sdk::Handshake;
 use k8s_openapi::api::core::v1::{Node, Service};
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::selector::LabelSelector;
 
@@ -136,6 +137,10 @@ pub struct Table {
     /// provider behind `--provider-endpoint`, every Node is its own, as
     /// before this table existed.
     hybrid: bool,
+    /// Told of every change [`Table::set_identity`] makes: the only change
+    /// to a table in use (names, the default and the flags are fixed for
+    /// the life of the process). Clones share it.
+    identity_changes: watch::Sender<()>,
 }
 
 impl Table {
@@ -145,6 +150,7 @@ impl Table {
             members: vec![Member::new(SINGLE_NAME)],
             default: Some(0),
             hybrid: false,
+            identity_changes: watch::Sender::new(()),
         }
     }
 
@@ -169,6 +175,7 @@ impl Table {
             members,
             default,
             hybrid: true,
+            identity_changes: watch::Sender::new(()),
         })
     }
 
@@ -195,15 +202,22 @@ impl Table {
     }
 
     /// Records a provider's identity from its latest handshake. Returns
-    /// whether it changed.
+    /// whether it changed (and then tells [`Table::identity_changes`]).
     pub fn set_identity(&mut self, name: &str, identity: Identity) -> bool {
         match self.members.iter_mut().find(|m| m.name == name) {
             Some(m) if m.identity.as_ref() != Some(&identity) => {
                 m.identity = Some(identity);
+                self.identity_changes.send_replace(());
                 true
             }
             _ => false,
         }
+    }
+
+    /// Changes with each provider identity that changes from now on: what
+    /// moves Services and backends without any Service or Node changing.
+    pub fn identity_changes(&self) -> watch::Receiver<()> {
+        self.identity_changes.subscribe()
     }
 
     /// The Node's owner: its providerID's scheme, else its platform, else
@@ -356,17 +370,6 @@ impl Scope {
     /// about it).
     pub fn owns_node(&self, node: &Node) -> bool {
         self.routing.read().node_owner(node).is(&self.name)
-    }
-
-    /// Whether this provider serves the Service's load balancer.
-    pub fn serves(&self, svc: &Service) -> bool {
-        self.routing.read().service_provider(svc).is(&self.name)
-    }
-
-    /// Whether another provider serves the Service now (its status is
-    /// then that provider's to write).
-    pub fn served_elsewhere(&self, svc: &Service) -> bool {
-        matches!(self.routing.read().service_provider(svc), Route::To(n) if n != self.name)
     }
 
     /// The finalizer this provider's load balancers hold their Services
@@ -526,6 +529,21 @@ mod tests {
     }
 
     #[test]
+    fn only_a_changed_identity_is_told() {
+        let mut t = table();
+        let mut changes = t.identity_changes();
+        let same = t.members[1].identity.clone().unwrap();
+        assert!(!t.set_identity("cloud", same));
+        assert!(!t.set_identity("edge", ident(&["edge"], &[], &[], true)));
+        assert!(!changes.has_changed().unwrap(), "nothing changed");
+        assert!(t.set_identity("cloud", ident(&["fake"], &[], &[], false)));
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        assert!(!t.set_identity("cloud", ident(&["fake"], &[], &[], false)));
+        assert!(!changes.has_changed().unwrap(), "unchanged");
+    }
+
+    #[test]
     fn two_claimants_mean_nobody_is_asked() {
         let mut t = table();
         t.members[0].identity = Some(ident(
@@ -633,9 +651,6 @@ mod tests {
             cloud.finalizer(),
             "cloud.provider.ccm-rs.io/load-balancer-cleanup"
         );
-        let s = svc("LoadBalancer", Some("example.com/cloud"));
-        assert!(cloud.serves(&s) && !onprem.serves(&s) && onprem.served_elsewhere(&s));
-        assert!(!cloud.served_elsewhere(&s));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Several providers (docs/hybrid.md): one service-lb instance per
 //! provider over one apiserver, each serving the Services its provider's
-//! [`Scope`] routes to it. "onprem" (the local provider's role) is the
+//! [`crate::providers::Scope`] routes to it. "onprem" (the local provider's role) is the
 //! default and serves Services without a class; "cloud" serves
 //! `example.com/cloud` and declines unclassed Services. Each is the fake
 //! provider on its own socket, with its own address pool.
@@ -14,11 +14,10 @@ use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::manager::metrics::ControllerMetrics;
-use crate::providers::{
-    Backends as ScopeBackends, Identity, Member, Routing, Scope, ScopedProvider, Table,
+use crate::providers::{Backends as ScopeBackends, Identity, Member, Routing, Table};
+use crate::testing::{
+    Provider, Recorded, fake_provider, hybrid_context_as, lb_service, mock_api, ready,
 };
-use crate::testing::{Provider, Recorded, fake_provider, lb_service, mock_api, ready};
 
 const CLOUD_CLASS: &str = "example.com/cloud";
 const CLOUD_FINALIZER: &str = "cloud.provider.ccm-rs.io/load-balancer-cleanup";
@@ -90,6 +89,26 @@ impl Cluster {
         server
             .services
             .insert(name.to_owned(), serde_json::to_value(svc).unwrap());
+    }
+
+    /// A class change's first step (the class cannot change while the
+    /// type stays LoadBalancer): to ClusterIP.
+    fn leave_load_balancer(&self, name: &str) {
+        self.user(name, |s| s.type_ = Some("ClusterIP".into()));
+    }
+
+    /// Its second: a LoadBalancer again, of `provider`'s class.
+    fn load_balancer_of(&self, name: &str, provider: &str) {
+        self.user(name, |s| {
+            s.type_ = Some("LoadBalancer".into());
+            s.load_balancer_class = class_of(provider);
+        });
+    }
+
+    /// Both steps, back to back.
+    fn change_class(&self, name: &str, to: &str) {
+        self.leave_load_balancer(name);
+        self.load_balancer_of(name, to);
     }
 
     fn patches(&self) -> Vec<Patched> {
@@ -200,16 +219,10 @@ fn apply(svc: &mut Value, patch: &Value) {
     }
 }
 
-/// One turn of the runner for `svc`: whether it failed.
+/// One turn of the runner for `svc` ([`super::tests::sync`]): whether it
+/// failed.
 async fn sync(svc: Arc<Service>, lb: &Arc<Lb>) -> bool {
-    let key = ObjectRef::from_obj(&*svc);
-    match lb.reconcile(svc).await {
-        Ok(_) => false,
-        Err(e) => {
-            lb.error_policy(&key, &e, 1);
-            true
-        }
-    }
+    super::tests::sync(svc, lb.clone()).await.1
 }
 
 fn identity(schemes: &[&str], classes: &[&str], unclassed: bool) -> Identity {
@@ -280,23 +293,7 @@ fn instance(
         lb_ip_pool: format!("{pool}0/24"),
         ..FakeConfig::default()
     });
-    let (store, mut writer) = reflector::store();
-    for n in nodes {
-        writer.apply_watcher_event(&watcher::Event::Apply(n));
-    }
-    let mut registry = prometheus_client::registry::Registry::default();
-    let ctx = Context::new(
-        client,
-        ScopedProvider {
-            client: provider.client.clone(),
-            scope: Scope::new(routing.clone(), name),
-        },
-        store,
-        "kubernetes".into(),
-        manager,
-        ControllerMetrics::register(&mut registry),
-        ccm_runtime::events::Delivery::Inline,
-    );
+    let ctx = hybrid_context_as(client, &provider, nodes, routing, name, manager);
     let (resync, resyncs) = mpsc::unbounded();
     let lb = Lb::new(ctx, tokio::sync::watch::channel(0).1, resync);
     Instance {
@@ -522,8 +519,7 @@ async fn class_change(from: &str, to: &str, turns: Turns) {
     let old_ip = ingress_ip(&before).unwrap();
     assert!(old_ip.starts_with(pool_of(from)), "{what}");
 
-    h.cluster
-        .user("web", |s| s.type_ = Some("ClusterIP".into()));
+    h.cluster.leave_load_balancer("web");
     let middle = h.cluster.view("web");
     if let Turns::OldFirstInTime = turns {
         assert!(!sync(middle.clone(), &old.lb).await, "{what}");
@@ -531,10 +527,7 @@ async fn class_change(from: &str, to: &str, turns: Turns) {
         assert!(finalizers(&cleaned).is_empty(), "{what}");
         assert_eq!(ingress_ip(&cleaned), None, "nobody serves it: cleared");
     }
-    h.cluster.user("web", |s| {
-        s.type_ = Some("LoadBalancer".into());
-        s.load_balancer_class = class_of(to);
-    });
+    h.cluster.load_balancer_of("web", to);
     match turns {
         Turns::OldFirstInTime => {
             assert!(!sync(h.cluster.view("web"), &new.lb).await);
@@ -632,12 +625,7 @@ async fn an_old_providers_late_ensure_does_not_overwrite_the_new_providers_statu
     h.cluster
         .user("web", |s| s.ports.as_mut().unwrap()[0].port = 8080);
     let changed = h.cluster.view("web");
-    h.cluster
-        .user("web", |s| s.type_ = Some("ClusterIP".into()));
-    h.cluster.user("web", |s| {
-        s.type_ = Some("LoadBalancer".into());
-        s.load_balancer_class = class_of("cloud");
-    });
+    h.cluster.change_class("web", "cloud");
     assert!(!sync(h.cluster.view("web"), &h.cloud.lb).await);
     let cloud_wrote = h.cluster.view("web");
     assert!(ingress_ip(&cloud_wrote).unwrap().starts_with(CLOUD_POOL));
@@ -671,12 +659,7 @@ async fn a_deleted_service_loses_each_providers_load_balancer_and_only_its_final
     // Both finalizers: the class change's middle state, then a delete.
     h.cluster.create(service("web", None));
     assert!(!sync(h.cluster.view("web"), &h.onprem.lb).await);
-    h.cluster
-        .user("web", |s| s.type_ = Some("ClusterIP".into()));
-    h.cluster.user("web", |s| {
-        s.type_ = Some("LoadBalancer".into());
-        s.load_balancer_class = class_of("cloud");
-    });
+    h.cluster.change_class("web", "cloud");
     assert!(!sync(h.cluster.view("web"), &h.cloud.lb).await);
     {
         let mut server = h.cluster.0.lock();
@@ -939,8 +922,18 @@ async fn a_changed_identity_syncs_the_services_it_may_move_and_the_backends() {
     }
     let backends = tokio::sync::watch::Sender::new(0u64);
     let mut backend_changes = backends.subscribe();
-    let follow = tokio::spawn(routing::follow(cloud.lb.clone(), services, backends));
-    tokio::time::sleep(routing::ROUTING_CHECK * 3).await;
+    let identity_changes = routing.read().identity_changes();
+    let follow = tokio::spawn(routing::follow(
+        cloud.lb.clone(),
+        services,
+        identity_changes,
+        backends,
+    ));
+    // The same identity again is no change.
+    let same = identity(&["fake"], &[CLOUD_CLASS], false);
+    assert!(!routing.write().set_identity("cloud", same));
+    // (The clock is paused: this returns once every task is idle.)
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(cloud.resyncs.try_recv().is_err(), "nothing changed yet");
     assert!(!backend_changes.has_changed().unwrap());
 
@@ -948,7 +941,9 @@ async fn a_changed_identity_syncs_the_services_it_may_move_and_the_backends() {
         "cloud",
         identity(&["fake"], &[CLOUD_CLASS, "example.com/more"], false),
     );
-    tokio::time::timeout(routing::ROUTING_CHECK * 2, backend_changes.changed())
+    // A deadline, not a wait: with the clock paused it passes only if the
+    // follower is idle without having told the backends.
+    tokio::time::timeout(Duration::from_secs(1), backend_changes.changed())
         .await
         .expect("the backends are recomputed")
         .unwrap();
@@ -980,7 +975,7 @@ async fn with_one_provider_writes_are_unconditional_and_name_no_provider() {
     cluster.create(service("web", None));
     let stale = cluster.view("web");
     assert!(!sync(stale.clone(), &lb).await);
-    cluster.user("web", |s| s.type_ = Some("ClusterIP".into()));
+    cluster.leave_load_balancer("web");
     let patches = cluster.patches();
     assert!(
         patches

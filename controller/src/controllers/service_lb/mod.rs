@@ -371,6 +371,8 @@ pub async fn run(
     // Nodes a provider owns, when its backends are only those).
     let backend_changes = tokio::sync::watch::Sender::new(0u64);
     let lb = Lb::new(ctx, backend_changes.subscribe(), resync);
+    // Before any sync reads the routing: a change after this is followed.
+    let identity_changes = lb.ctx.scope.routing().read().identity_changes();
     let synced = tokio::sync::watch::Sender::new(false);
     let synced_rx = synced.subscribe();
     let watched = lb.clone();
@@ -402,7 +404,7 @@ pub async fn run(
         backend_changes.subscribe(),
         workers.into(),
     );
-    let routing = routing::follow(lb.clone(), store.clone(), backend_changes);
+    let routing = routing::follow(lb.clone(), store.clone(), identity_changes, backend_changes);
     let sweeper = orphans::sweep_periodically(lb.clone(), store.clone(), synced_rx, orphan_sweep);
     let controller = super::runner(&lb.ctx, lb.clone(), lb.queues.services)
         .store(store.clone())

@@ -5,7 +5,6 @@
 //! Services and backends without any Service or Node changing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -13,12 +12,7 @@ use tokio::sync::watch;
 
 use super::Lb;
 use super::decide::{self, Event, Place, Routed};
-use crate::providers::{Identity, Route};
-
-/// How often the routing is checked for a change. Identities change on a
-/// handshake or a capability refresh (minutes apart); a Service they move
-/// is taken up within this long.
-pub(super) const ROUTING_CHECK: Duration = Duration::from_secs(1);
+use crate::providers::Route;
 
 impl Lb {
     /// The routing's answer for `svc`, and what it means for this
@@ -72,31 +66,21 @@ impl Lb {
     }
 }
 
-/// What of the routing moves Services and backends: each provider's
-/// identity (names, the default and the flags are fixed for the life of
-/// the process).
-fn identities(lb: &Lb) -> Vec<Option<Identity>> {
-    let table = lb.ctx.scope.routing().read();
-    table.members().iter().map(|m| m.identity.clone()).collect()
-}
-
-/// Every [`ROUTING_CHECK`], whether the routing changed; on a change, the
-/// backends are recomputed (`backend_changes`) and every Service it may
-/// have moved is synced again: each LoadBalancer Service, each holding
-/// this provider's finalizer, and each this process has a record of.
+/// On each change of a provider's identity ([`Table::identity_changes`],
+/// subscribed to before the first sync so none is missed), the backends
+/// are recomputed (`backend_changes`) and every Service it may have moved
+/// is synced again: each LoadBalancer Service, each holding this provider's
+/// finalizer, and each this process has a record of.
+///
+/// [`Table::identity_changes`]: crate::providers::Table::identity_changes
 pub(super) async fn follow(
     lb: Arc<Lb>,
     services: Store<Service>,
+    mut identity_changes: watch::Receiver<()>,
     backend_changes: watch::Sender<u64>,
 ) {
-    let mut seen = identities(&lb);
-    loop {
-        tokio::time::sleep(ROUTING_CHECK).await;
-        let now = identities(&lb);
-        if now == seen {
-            continue;
-        }
-        seen = now;
+    // Ends only with the routing table, which outlives every instance.
+    while identity_changes.changed().await.is_ok() {
         tracing::info!(
             provider = lb.provider_name.as_deref(),
             "a provider's identity changed; syncing the load balancer Services it may move"

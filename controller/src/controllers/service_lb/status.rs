@@ -91,14 +91,17 @@ impl Lb {
                 &Patch::Strategic(patch),
             )
         };
-        let written = if conditional {
-            // The answer's resourceVersion, and nothing else of it.
-            read_version(&api, request).await
-        } else {
-            crate::k8s::write_unread(&api, "patch_status", request)
-                .await
-                .map(|()| None)
-        };
+        let written = crate::k8s::write_text(&api, "patch_status", request)
+            .await
+            .and_then(|answer| {
+                if !conditional {
+                    return Ok(None);
+                }
+                // Its resourceVersion, and nothing else of it.
+                serde_json::from_str::<Answer>(&answer)
+                    .map(|a| a.metadata.resource_version)
+                    .map_err(kube::Error::SerdeError)
+            });
         match written {
             Ok(version) => Ok(Written::Done(version)),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(Written::Gone),
@@ -197,20 +200,4 @@ impl Lb {
             }
         }
     }
-}
-
-/// A write whose answer is read for its resourceVersion only (the rest of
-/// the Service is not decoded, as with [`crate::k8s::write_unread`]).
-async fn read_version(
-    api: &Api<Service>,
-    build: impl FnOnce(
-        &kube::core::Request,
-    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> kube::Result<Option<String>> {
-    let mut req =
-        build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
-    req.extensions_mut().insert("patch_status");
-    let text = api.clone().into_client().request_text(req).await?;
-    let answer: Answer = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
-    Ok(answer.metadata.resource_version)
 }

@@ -11,7 +11,7 @@ use kube::runtime::reflector;
 
 /// One turn of the runtime's runner for `svc`, its first failure in a row
 /// if it fails: the action, and whether it failed.
-async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
+pub(super) async fn sync(svc: Arc<Service>, lb: Arc<Lb>) -> (Action, bool) {
     let key = ObjectRef::from_obj(&*svc);
     match lb.reconcile(svc).await {
         Ok(action) => (action, false),
