@@ -597,31 +597,34 @@ async fn the_rules_of_1_2_0_hold_a_provider_declaring_1_2_0_only() {
 /// 1.2.0 (which never sends the fields) has it reported as not required.
 const RULE_OF_1_3_0: &str = "identity/ownership-well-formed-and-stable";
 
+/// The identity cases' report on a provider with `bugs` declaring
+/// `version`.
+async fn identity_cases(bugs: Bugs, version: &'static str) -> ccm_provider_conformance::Report {
+    let served = serve_declaring(bugs, Some(version));
+    let mut config = served.config();
+    config.focus = vec!["identity/".into()];
+    let report = ccm_provider_conformance::run(config).await;
+    served.stop().await;
+    report
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_of_1_3_0_holds_a_provider_declaring_1_3_0_only() {
     let bugs = Bugs {
         malformed_1_3_0_fields: true,
         ..Default::default()
     };
-    let served = serve_declaring(bugs, Some("1.3.0"));
-    let mut config = served.config();
-    config.focus = vec!["identity/".into()];
-    let report = ccm_provider_conformance::run(config.clone()).await;
+    let report = identity_cases(bugs, "1.3.0").await;
     common::assert_failed(&report, &[RULE_OF_1_3_0]);
-    let Some(ccm_provider_conformance::Outcome::Failed(why)) = report.get(RULE_OF_1_3_0) else {
-        panic!("not failed");
-    };
+    let why = common::failure(&report, RULE_OF_1_3_0);
     assert!(
         why.starts_with(
             "GetProviderInfo.load_balancer_classes[1]: \"raw\" is not a loadBalancerClass"
         ),
         "{why}"
     );
-    served.stop().await;
 
-    let served = serve_declaring(bugs, Some("1.2.0"));
-    config.endpoint = served.endpoint.clone();
-    let report = ccm_provider_conformance::run(config).await;
+    let report = identity_cases(bugs, "1.2.0").await;
     common::assert_failed(&report, &[]);
     let Some(ccm_provider_conformance::Outcome::Skipped(why)) = report.get(RULE_OF_1_3_0) else {
         panic!("expected not required, got {:?}", report.get(RULE_OF_1_3_0));
@@ -630,7 +633,6 @@ async fn the_rule_of_1_3_0_holds_a_provider_declaring_1_3_0_only() {
         why.starts_with("not required at 1.2.0 (a rule of 1.3.0)"),
         "{why}"
     );
-    served.stop().await;
 }
 
 /// An unclassed_services value contract 1.3.0 does not define fails a
@@ -642,27 +644,18 @@ async fn an_unknown_unclassed_services_fails_only_a_provider_of_this_contract() 
         unknown_unclassed_services: true,
         ..Default::default()
     };
-    let served = serve_declaring(bugs, Some("1.3.0"));
-    let mut config = served.config();
-    config.focus = vec!["identity/".into()];
-    let report = ccm_provider_conformance::run(config.clone()).await;
+    let report = identity_cases(bugs, "1.3.0").await;
     common::assert_failed(&report, &[RULE_OF_1_3_0]);
-    let Some(ccm_provider_conformance::Outcome::Failed(why)) = report.get(RULE_OF_1_3_0) else {
-        panic!("not failed");
-    };
+    let why = common::failure(&report, RULE_OF_1_3_0);
     assert!(
         why.starts_with("GetProviderInfo.unclassed_services: unknown enum value 3"),
         "{why}"
     );
-    served.stop().await;
 
-    let served = serve_declaring(bugs, Some("1.4.0"));
-    config.endpoint = served.endpoint.clone();
-    let report = ccm_provider_conformance::run(config).await;
+    let report = identity_cases(bugs, "1.4.0").await;
     common::assert_failed(&report, &[]);
     assert_eq!(
         report.get(RULE_OF_1_3_0),
         Some(&ccm_provider_conformance::Outcome::Passed)
     );
-    served.stop().await;
 }

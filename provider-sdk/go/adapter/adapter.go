@@ -208,7 +208,7 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 	if version == "" {
 		version = buildVersion()
 	}
-	if !isDNSLabel(name) {
+	if !sdk.IsDNSLabel(name) {
 		return nil, fmt.Errorf("adapter: provider name %q is not a DNS-1123 label of at most 63 characters (set Options.Name)", name)
 	}
 	if scheme == "" || strings.ContainsAny(scheme, ":/") || strings.ContainsFunc(scheme, func(r rune) bool { return r <= ' ' }) {
@@ -335,10 +335,6 @@ func versionOf(bi *debug.BuildInfo) string {
 		revision += "-dirty"
 	}
 	return revision
-}
-
-func isDNSLabel(s string) bool {
-	return len(s) <= 63 && sdk.IsDNSSubdomain(s) && !strings.Contains(s, ".")
 }
 
 // Capabilities are what the adapter advertises for the cloud.

@@ -23,8 +23,7 @@ const (
 // prefix, for example "example.com/cloud". Kubernetes reserves unprefixed
 // classes for end users.
 func CheckLoadBalancerClass(field, v string) *Violation {
-	prefix, name, ok := strings.Cut(v, "/")
-	if !ok || len(v) > MaxLabelKeyBytes || !IsDNSSubdomain(prefix) || !isLabelName(name) {
+	if !strings.Contains(v, "/") || CheckLabelKey(field, v) != nil {
 		return violation(field, "%q is not a loadBalancerClass: a DNS-subdomain prefix, \"/\" and a name (for example \"example.com/cloud\")", v)
 	}
 	return nil
@@ -33,8 +32,8 @@ func CheckLoadBalancerClass(field, v string) *Violation {
 // CheckPlatform checks one KEP-5778 platform: a DNS-1123 label of at most
 // 63 characters.
 func CheckPlatform(field, v string) *Violation {
-	if len(v) > 63 || !IsDNSSubdomain(v) || strings.Contains(v, ".") {
-		return violation(field, "%q is not a platform: a DNS-1123 label of at most 63 characters (for example \"cloud\")", v)
+	if !IsDNSLabel(v) {
+		return violation(field, "%q is not a DNS-1123 label of at most 63 characters", v)
 	}
 	return nil
 }

@@ -16,6 +16,18 @@ func numbered(prefix string, n int) []string {
 	return out
 }
 
+// wantViolation fails the case name unless v is nil (field "") or a
+// violation of field.
+func wantViolation(t *testing.T, name string, v *Violation, field string) {
+	t.Helper()
+	switch {
+	case field == "" && v != nil:
+		t.Errorf("%s: %v", name, v)
+	case field != "" && (v == nil || v.Field != field):
+		t.Errorf("%s: got %v, want a violation of %s", name, v, field)
+	}
+}
+
 func TestLoadBalancerClasses(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -39,13 +51,7 @@ func TestLoadBalancerClasses(t *testing.T) {
 		{"empty", []string{""}, "load_balancer_classes[0]"},
 		{"twice", []string{"example.com/a", "example.com/b", "example.com/a"}, "load_balancer_classes[2]"},
 	} {
-		v := CheckLoadBalancerClasses(&pb.GetProviderInfoResponse{LoadBalancerClasses: c.classes})
-		switch {
-		case c.field == "" && v != nil:
-			t.Errorf("%s: %v", c.name, v)
-		case c.field != "" && (v == nil || v.Field != c.field):
-			t.Errorf("%s: got %v, want a violation of %s", c.name, v, c.field)
-		}
+		wantViolation(t, c.name, CheckLoadBalancerClasses(&pb.GetProviderInfoResponse{LoadBalancerClasses: c.classes}), c.field)
 	}
 }
 
@@ -68,13 +74,7 @@ func TestPlatforms(t *testing.T) {
 		{"empty", []string{""}, "platforms[0]"},
 		{"twice", []string{"cloud", "cloud"}, "platforms[1]"},
 	} {
-		v := CheckPlatforms(&pb.GetProviderInfoResponse{Platforms: c.platforms})
-		switch {
-		case c.field == "" && v != nil:
-			t.Errorf("%s: %v", c.name, v)
-		case c.field != "" && (v == nil || v.Field != c.field):
-			t.Errorf("%s: got %v, want a violation of %s", c.name, v, c.field)
-		}
+		wantViolation(t, c.name, CheckPlatforms(&pb.GetProviderInfoResponse{Platforms: c.platforms}), c.field)
 	}
 }
 

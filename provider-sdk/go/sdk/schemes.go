@@ -40,17 +40,8 @@ func CheckProviderIDSchemes(info *pb.GetProviderInfoResponse) *Violation {
 	if len(schemes) == 0 {
 		return nil
 	}
-	if len(schemes) > MaxProviderIDSchemes {
-		return violation("provider_id_schemes", "has %d entries, more than %d", len(schemes), MaxProviderIDSchemes)
-	}
-	for i, s := range schemes {
-		field := fmt.Sprintf("provider_id_schemes[%d]", i)
-		if v := CheckScheme(field, s); v != nil {
-			return v
-		}
-		if slices.Contains(schemes[:i], s) {
-			return violation(field, "%q is listed twice", s)
-		}
+	if v := checkList("provider_id_schemes", schemes, MaxProviderIDSchemes, CheckScheme); v != nil {
+		return v
 	}
 	if !slices.Contains(schemes, info.GetProviderIdScheme()) {
 		return violation("provider_id_schemes", "does not contain provider_id_scheme %q", info.GetProviderIdScheme())

@@ -29,13 +29,7 @@ func TestProviderIDSchemes(t *testing.T) {
 		{"too many", many, "provider_id_schemes"},
 	} {
 		info := &pb.GetProviderInfoResponse{ProviderIdScheme: "hcloud", ProviderIdSchemes: c.schemes}
-		v := CheckProviderIDSchemes(info)
-		switch {
-		case c.field == "" && v != nil:
-			t.Errorf("%s: %v", c.name, v)
-		case c.field != "" && (v == nil || v.Field != c.field):
-			t.Errorf("%s: got %v, want a violation of %s", c.name, v, c.field)
-		}
+		wantViolation(t, c.name, CheckProviderIDSchemes(info), c.field)
 	}
 }
 

@@ -138,6 +138,12 @@ func IsDNSSubdomain(s string) bool {
 	return true
 }
 
+// IsDNSLabel reports whether s is a DNS-1123 label of at most 63
+// characters (a provider's name, a KEP-5778 platform).
+func IsDNSLabel(s string) bool {
+	return len(s) <= 63 && IsDNSSubdomain(s) && !strings.Contains(s, ".")
+}
+
 // CheckLabelValue checks Kubernetes' label-value syntax (empty allowed).
 func CheckLabelValue(field, v string) *Violation {
 	if len(v) > MaxLabelValueBytes {

@@ -13,17 +13,6 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use crate::ctx::{CaseResult, Ctx, Verdict, check, describe, fail, ok, once, uds_channel};
 
-/// A DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub(crate) fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
 /// `MAJOR.MINOR.PATCH[-pre][+build]`, without a leading "v".
 pub(crate) fn is_semver(s: &str) -> bool {
     let core = s.split('+').next().unwrap_or_default();
@@ -40,7 +29,7 @@ pub(crate) fn is_semver(s: &str) -> bool {
 pub(super) async fn provider_info_valid(cx: &Ctx) -> CaseResult {
     let i = &cx.info;
     check!(
-        is_dns1123_label(&i.name),
+        validate::is_dns_label(&i.name),
         "GetProviderInfo.name: expected a DNS-1123 label of at most 63 characters, got {:?}",
         i.name
     );
@@ -395,12 +384,12 @@ mod tests {
 
     #[test]
     fn labels_and_semver() {
-        assert!(is_dns1123_label("fake"));
-        assert!(is_dns1123_label("example-cloud2"));
-        assert!(!is_dns1123_label("Fake"));
-        assert!(!is_dns1123_label("-x"));
-        assert!(!is_dns1123_label(""));
-        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(validate::is_dns_label("fake"));
+        assert!(validate::is_dns_label("example-cloud2"));
+        assert!(!validate::is_dns_label("Fake"));
+        assert!(!validate::is_dns_label("-x"));
+        assert!(!validate::is_dns_label(""));
+        assert!(!validate::is_dns_label(&"a".repeat(64)));
         assert!(is_semver("1.0.0"));
         assert!(is_semver("1.2.3-rc.1+build"));
         assert!(!is_semver("v1.0.0"));

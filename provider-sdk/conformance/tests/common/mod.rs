@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ccm_provider_conformance::{Config, Report};
+use ccm_provider_conformance::{Config, Outcome, Report};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -124,4 +124,12 @@ pub fn assert_failed(report: &Report, expected: &[&str]) {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// Why `case` failed; panics unless it did.
+pub fn failure<'a>(report: &'a Report, case: &str) -> &'a str {
+    match report.get(case) {
+        Some(Outcome::Failed(why)) => why,
+        other => panic!("{case}: expected failed, got {other:?}"),
+    }
 }

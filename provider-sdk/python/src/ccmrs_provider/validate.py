@@ -369,15 +369,7 @@ def provider_id_schemes(info: Any) -> None:
     schemes = list(info.provider_id_schemes)
     if not schemes:
         return
-    if len(schemes) > MAX_PROVIDER_ID_SCHEMES:
-        raise Violation(
-            "provider_id_schemes",
-            f"has {len(schemes)} entries, more than {MAX_PROVIDER_ID_SCHEMES}",
-        )
-    for i, s in enumerate(schemes):
-        scheme(f"provider_id_schemes[{i}]", s)
-        if s in schemes[:i]:
-            raise Violation(f"provider_id_schemes[{i}]", f"{s!r} is listed twice")
+    _distinct("provider_id_schemes", schemes, MAX_PROVIDER_ID_SCHEMES, scheme)
     if info.provider_id_scheme not in schemes:
         raise Violation(
             "provider_id_schemes",
@@ -449,14 +441,6 @@ def serves_unclassed(info: Any) -> bool:
     """Whether the provider serves Services without a class as the default:
     unless it DECLINES them (UNSPECIFIED and unknown values count as served)."""
     return info.unclassed_services != identity_pb2.UNCLASSED_SERVICES_DECLINED
-
-
-def identity_lists(info: Any) -> None:
-    """The lists of a ``GetProviderInfo``: ``provider_id_schemes`` (1.2.0),
-    ``load_balancer_classes`` and ``platforms`` (1.3.0)."""
-    provider_id_schemes(info)
-    load_balancer_classes(info)
-    platforms(info)
 
 
 def is_owned_provider_id(provider_id: str, schemes: Iterable[str]) -> bool:

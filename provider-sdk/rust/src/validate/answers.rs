@@ -44,20 +44,12 @@ pub fn provider_id_schemes(info: &GetProviderInfoResponse) -> Checked {
     if schemes.is_empty() {
         return Ok(());
     }
-    at_most(
+    list(
         "provider_id_schemes",
-        schemes.len(),
+        schemes,
         MAX_PROVIDER_ID_SCHEMES,
+        scheme,
     )?;
-    for (i, s) in schemes.iter().enumerate() {
-        scheme(&format!("provider_id_schemes[{i}]"), s)?;
-        if schemes[..i].contains(s) {
-            return Err(violation(
-                format!("provider_id_schemes[{i}]"),
-                format!("{s:?} is listed twice"),
-            ));
-        }
-    }
     if !schemes.contains(&info.provider_id_scheme) {
         return Err(violation(
             "provider_id_schemes",

@@ -154,10 +154,15 @@ pub fn load_balancer_class(field: &str, v: &str) -> Checked {
     }
 }
 
-/// A DNS-1123 label: at most 63 lowercase letters, digits and `-`,
-/// starting and ending with a letter or digit (a KEP-5778 platform).
+/// A DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63
+/// characters (a provider's name, a KEP-5778 platform).
+pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && !s.contains('.') && is_dns_subdomain(s)
+}
+
+/// [`is_dns_label`], as a check.
 pub fn dns_label(field: &str, v: &str) -> Checked {
-    if v.len() > 63 || v.contains('.') || !is_dns_subdomain(v) {
+    if !is_dns_label(v) {
         return Err(violation(
             field,
             format!("{v:?} is not a DNS-1123 label of at most 63 characters"),

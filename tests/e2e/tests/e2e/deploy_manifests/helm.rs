@@ -4,8 +4,8 @@
 use super::*;
 
 use super::pod::{
-    check_daemonset, check_deployment, check_local_provider_pod, check_provider_access,
-    controller_args, pod_spec, providers_with_access, routing_flags,
+    check_daemonset, check_deployment, check_hybrid_example_sidecars, check_local_provider_pod,
+    check_provider_access, controller_args, pod_spec, providers_with_access, routing_flags,
 };
 
 #[test]
@@ -230,33 +230,8 @@ fn helm_hybrid_example_runs_one_sidecar_per_provider_and_passes_server_side_dry_
         "{args:?}"
     );
     let pod = pod_spec(deployment);
-    let names: Vec<&str> = strings(&pod["containers"], Some("name"));
-    assert_eq!(
-        names,
-        [
-            "cloud-controller-manager",
-            "provider-onprem",
-            "provider-cloud"
-        ]
-    );
     assert!(pod["initContainers"].is_null());
-    let cloud = &pod["containers"][2];
-    assert_eq!(cloud["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
-    let cloud_args = strings(&cloud["args"], None);
-    for want in [
-        "--load-balancer-class=example.com/cloud",
-        "--unclassed-services=declined",
-    ] {
-        assert!(cloud_args.contains(&want), "{cloud_args:?}");
-    }
-    // The local provider's sidecar, as with it alone.
-    let alone = docs_of_local();
-    let mut onprem = pod["containers"][1].clone();
-    let single = &pod_spec(find(&alone, "Deployment"))["containers"][1];
-    onprem["name"] = single["name"].clone();
-    onprem["args"][0] = single["args"][0].clone();
-    onprem["livenessProbe"]["httpGet"]["path"] = single["livenessProbe"]["httpGet"]["path"].clone();
-    assert_eq!(&onprem, single);
+    check_hybrid_example_sidecars(pod, find(&docs_of_local(), "Deployment"));
     assert_eq!(
         strings(&pod["volumes"], Some("name")),
         [

@@ -4,8 +4,8 @@
 use super::*;
 
 use super::pod::{
-    check_deployment, check_local_provider_pod, check_provider_access, controller_args, pod_spec,
-    routing_flags,
+    check_deployment, check_hybrid_example_sidecars, check_local_provider_pod,
+    check_provider_access, controller_args, pod_spec, routing_flags,
 };
 use crate::common::{Rendered, check_golden};
 
@@ -183,34 +183,10 @@ fn hybrid_overlay_runs_one_sidecar_per_provider_and_passes_server_side_dry_run()
         }
     }
     assert_eq!(args, expected, "deploy/base's flags");
-    let pod = pod_spec(&d);
-    assert_eq!(
-        strings(&pod["containers"], Some("name")),
-        [
-            "cloud-controller-manager",
-            "provider-onprem",
-            "provider-cloud"
-        ]
-    );
-    // onprem: the local overlay's provider, on its own socket.
-    let local = kustomize("local");
-    let local = find(&docs(&local), "Deployment").clone();
-    let mut onprem = pod["containers"][1].clone();
-    let single = &pod_spec(&local)["containers"][1];
-    onprem["name"] = single["name"].clone();
-    onprem["args"][0] = single["args"][0].clone();
-    onprem["livenessProbe"]["httpGet"]["path"] = single["livenessProbe"]["httpGet"]["path"].clone();
-    assert_eq!(&onprem, single);
-    // cloud: set up as the base's provider, with the fake's image and flags.
-    let mut cloud = pod["containers"][2].clone();
-    assert_eq!(cloud["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
-    let cloud_args = strings(&cloud["args"], None);
-    for want in [
-        "--load-balancer-class=example.com/cloud",
-        "--unclassed-services=declined",
-    ] {
-        assert!(cloud_args.contains(&want), "{cloud_args:?}");
-    }
+    // onprem: the local overlay's provider, on its own socket; cloud: set
+    // up as the base's provider, with the fake's image and flags.
+    let local = docs(&kustomize("local"));
+    let mut cloud = check_hybrid_example_sidecars(pod_spec(&d), find(&local, "Deployment")).clone();
     let base_provider = &base["spec"]["template"]["spec"]["containers"][1];
     for key in ["name", "image", "args"] {
         cloud[key] = base_provider[key].clone();

@@ -417,6 +417,38 @@ pub(super) fn controller_args(workload: &Value) -> Vec<&str> {
     strings(&pod_spec(workload)["containers"][0]["args"], None)
 }
 
+/// The sidecars of the hybrid example (the chart's examples/hybrid.yaml,
+/// deploy/overlays/hybrid) in `pod`: `provider-onprem`, the local
+/// provider's sidecar of `local` (the workload with it alone) but for its
+/// name, socket and liveness path; `provider-cloud`, the fake serving
+/// example.com/cloud and declining Services without a class, returned.
+pub(super) fn check_hybrid_example_sidecars<'a>(pod: &'a Value, local: &Value) -> &'a Value {
+    assert_eq!(
+        strings(&pod["containers"], Some("name")),
+        [
+            "cloud-controller-manager",
+            "provider-onprem",
+            "provider-cloud"
+        ]
+    );
+    let single = &pod_spec(local)["containers"][1];
+    let mut onprem = pod["containers"][1].clone();
+    onprem["name"] = single["name"].clone();
+    onprem["args"][0] = single["args"][0].clone();
+    onprem["livenessProbe"]["httpGet"]["path"] = single["livenessProbe"]["httpGet"]["path"].clone();
+    assert_eq!(&onprem, single);
+    let cloud = &pod["containers"][2];
+    assert_eq!(cloud["image"], "ghcr.io/ccm-rs/fake-provider:0.1.0");
+    let cloud_args = strings(&cloud["args"], None);
+    for want in [
+        "--load-balancer-class=example.com/cloud",
+        "--unclassed-services=declined",
+    ] {
+        assert!(cloud_args.contains(&want), "{cloud_args:?}");
+    }
+    cloud
+}
+
 /// The controller's flags that name providers and route to them, in order.
 pub(super) fn routing_flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
     const FLAGS: [&str; 6] = [
