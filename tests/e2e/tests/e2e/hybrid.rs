@@ -35,7 +35,6 @@ use ccm_testsupport::recorder::{Recorded, Recorder, socket_of};
 use ccm_testsupport::steady::{kubelet_heartbeats, kubelet_ready};
 use ccm_testsupport::{built_binary, eventually_within, unique_name};
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -226,28 +225,12 @@ impl Machines {
 
 impl Hybrid {
     async fn start(machines: &Machines) -> Hybrid {
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .try_init();
-        let control_plane = ControlPlane::exclusive().await;
-        let env = control_plane.env();
-        let admin = env.admin_client().await.unwrap();
-        let ns = env.namespace(&admin, "hybrid").await.unwrap();
-        let role: ClusterRole = serde_yaml::from_str(
-            &std::fs::read_to_string(repo().join("deploy/base/clusterrole.yaml")).unwrap(),
-        )
-        .unwrap();
-        env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
-            .await
-            .unwrap();
-        let sa = env
-            .service_account_config(&ns, "cloud-controller-manager")
-            .await
-            .unwrap();
+        let ControllerAccount {
+            control_plane,
+            admin,
+            ns,
+            sa,
+        } = ControllerAccount::new("hybrid", &["clusterrole.yaml"]).await;
 
         let files = tempfile::tempdir().unwrap();
         let inventory = files.path().join("inventory.yaml");

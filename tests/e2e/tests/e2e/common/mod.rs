@@ -11,7 +11,7 @@ mod provider;
 pub use control_plane::ControlPlane;
 pub(crate) use control_plane::{Existing, delete_created};
 pub use golden::{Rendered, check_golden};
-pub use harness::{Harness, args_for, run_controller};
+pub use harness::{ControllerAccount, Harness, args_for, run_controller};
 pub use provider::{Provider, process_identity};
 
 use k8s_openapi::api::core::v1::{Node, Service};
