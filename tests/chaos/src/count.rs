@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ccm_fake_provider::{CallRecord, LoadBalancer, StateDump};
-use ccm_testsupport::poll_until;
 use ccm_testsupport::steady::kubelet_heartbeats;
+use ccm_testsupport::{ingress_ips, poll_until};
 
-use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, wants_lb};
+use crate::cluster::{Cluster, has_finalizer, is_initialised, key, wants_lb};
 use crate::process::Provider;
 
 /// How often the counts below are taken again while waiting.

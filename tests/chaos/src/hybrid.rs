@@ -19,11 +19,11 @@ use std::time::{Duration, Instant, SystemTime};
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
 use ccm_testsupport::recorder::{Recorded, Recorder, socket_of};
 use ccm_testsupport::steady::{kubelet_heartbeats, kubelet_ready};
-use ccm_testsupport::{kubelet_node, lb_service, poll_until};
+use ccm_testsupport::{ingress_ips, kubelet_node, lb_service, poll_until};
 use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::json;
 
-use crate::cluster::{CONTROLLER_USER, Cluster, FINALIZER, ingress_ips, is_initialised, key};
+use crate::cluster::{CONTROLLER_USER, Cluster, FINALIZER, is_initialised, key};
 use crate::count::{Census, LULL, POLL, QUIET, Quiet, Tally, last_retry_due};
 use crate::process::{Controller, LocalProvider, Provider};
 use crate::{Rng, RunDir, SETTLE, scale};

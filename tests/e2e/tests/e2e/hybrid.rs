@@ -432,7 +432,7 @@ impl Hybrid {
                 } else {
                     self.side(other).load_balancers().await
                 };
-                let shown = ingress(&svc);
+                let shown = ingress_ips(&svc);
                 let finalizers = svc.finalizers().to_vec();
                 let lb = here.get(&uid);
                 let ok = lb.is_some_and(|ip| side.owns_address(ip) && shown == [ip.clone()])
@@ -462,15 +462,6 @@ impl Hybrid {
         // Both providers stop with the hold (dropped after this).
         drop(self.control_plane);
     }
-}
-
-fn ingress(svc: &Service) -> Vec<String> {
-    svc.status
-        .iter()
-        .filter_map(|s| s.load_balancer.as_ref())
-        .flat_map(|lb| lb.ingress.iter().flatten())
-        .filter_map(|i| i.ip.clone())
-        .collect()
 }
 
 /// The calls about Nodes in `calls`, by Node name.
@@ -680,7 +671,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     let waiting = h.nodes_api().get(&on[2]).await.unwrap();
     assert!(has_taint(&waiting, UNINITIALIZED), "{waiting:?}");
     let web2 = h.services_api().get("web-2").await.unwrap();
-    assert!(ingress(&web2).is_empty(), "{:?}", web2.status);
+    assert!(ingress_ips(&web2).is_empty(), "{:?}", web2.status);
     // (The finalizer goes on before the provider is asked, as upstream's.)
     assert!(
         web2.finalizers().iter().all(|f| f == ONPREM_FINALIZER),
@@ -779,7 +770,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     // The class nobody here serves was left alone.
     let elsewhere = h.services_api().get("elsewhere").await.unwrap();
     assert!(
-        elsewhere.finalizers().is_empty() && ingress(&elsewhere).is_empty(),
+        elsewhere.finalizers().is_empty() && ingress_ips(&elsewhere).is_empty(),
         "a Service of a class nobody serves must be left alone: {:?} {:?}",
         elsewhere.finalizers(),
         elsewhere.status
