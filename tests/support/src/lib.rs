@@ -17,6 +17,7 @@
 
 pub mod audit;
 pub mod fixtures;
+pub mod hybrid;
 pub mod poll;
 pub mod procfs;
 pub mod raw;
