@@ -282,15 +282,6 @@ pub fn wants_lb(svc: &Service) -> bool {
         })
 }
 
-pub fn ingress_ips(svc: &Service) -> Vec<String> {
-    svc.status
-        .iter()
-        .filter_map(|s| s.load_balancer.as_ref())
-        .flat_map(|lb| lb.ingress.iter().flatten())
-        .filter_map(|i| i.ip.clone())
-        .collect()
-}
-
 pub fn key(svc: &Service) -> String {
     format!(
         "{}/{}",

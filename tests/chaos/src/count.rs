@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ccm_fake_provider::{CallRecord, LoadBalancer, StateDump};
-use ccm_testsupport::poll_until;
-use ccm_testsupport::steady::kubelet_heartbeats;
+use ccm_testsupport::hybrid::Recorders;
+use ccm_testsupport::steady::{Window, kubelet_heartbeats};
+use ccm_testsupport::{ingress_ips, poll_until};
 
-use crate::cluster::{Cluster, has_finalizer, ingress_ips, is_initialised, key, wants_lb};
+use crate::cluster::{Cluster, has_finalizer, is_initialised, key, wants_lb};
 use crate::process::Provider;
 
 /// How often the counts below are taken again while waiting.
@@ -120,6 +121,45 @@ pub const LULL: Duration = Duration::from_secs(3);
 /// The quiet window: several of every periodic pass.
 pub const QUIET: Duration = Duration::from_secs(6);
 
+/// Where [`quiet`] learns what the controller sent its provider(s): the
+/// fake's call log, or recording pass-throughs in front of each provider.
+pub trait Mutations {
+    /// When the latest mutation arrived, if any did.
+    fn last_mutation(&self) -> impl Future<Output = Option<SystemTime>>;
+    /// The mutations that arrived in `window`, described.
+    fn mutations(&self, window: &Window) -> impl Future<Output = Vec<String>>;
+}
+
+impl Mutations for Provider {
+    async fn last_mutation(&self) -> Option<SystemTime> {
+        calls(self)
+            .await
+            .into_iter()
+            .filter(|c| c.method.mutates())
+            .map(|c| UNIX_EPOCH + Duration::from_millis(c.started_unix_ms))
+            .max()
+    }
+
+    async fn mutations(&self, window: &Window) -> Vec<String> {
+        calls(self)
+            .await
+            .into_iter()
+            .filter(|c| c.method.mutates() && window.contains_unix_ms(c.started_unix_ms))
+            .map(|c| format!("{} ({})", c.method.as_str(), c.request_id))
+            .collect()
+    }
+}
+
+impl Mutations for Recorders {
+    async fn last_mutation(&self) -> Option<SystemTime> {
+        Recorders::last_mutation(self)
+    }
+
+    async fn mutations(&self, window: &Window) -> Vec<String> {
+        Recorders::mutations(self, window)
+    }
+}
+
 /// The provider calls logged so far.
 async fn calls(provider: &Provider) -> Vec<CallRecord> {
     let (code, body) = provider.admin("GET", "/calls", None).await;
@@ -167,14 +207,14 @@ fn debug_duration(s: &str) -> Option<Duration> {
 }
 
 /// After convergence: waits (up to `within`) until every retry the
-/// controller logged to `controller_log` is past and the provider has
-/// seen no mutation for a [`LULL`], then for [`QUIET`] every Node
-/// heartbeats as a kubelet does and nothing else changes. What the
-/// controller (acting as `user`) mutated in the cloud or wrote to the
-/// apiserver meanwhile is returned: in steady state, nothing.
+/// controller logged to `controller_log` is past and `sent` shows no
+/// mutation for a [`LULL`], then for [`QUIET`] every Node heartbeats as a
+/// kubelet does and nothing else changes. What the controller (acting as
+/// `user`) mutated in the cloud or wrote to the apiserver meanwhile is
+/// returned: in steady state, nothing.
 pub async fn quiet(
     cluster: &Cluster,
-    provider: &Provider,
+    sent: &impl Mutations,
     controller_log: &std::path::Path,
     user: &str,
     within: Duration,
@@ -187,22 +227,15 @@ pub async fn quiet(
         .collect();
     let deadline = Instant::now() + within;
     loop {
-        let last = calls(provider)
+        let lull = sent
+            .last_mutation()
             .await
-            .into_iter()
-            .filter(|c| c.method.mutates())
-            .map(|c| c.started_unix_ms)
-            .max()
-            .unwrap_or(0);
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .saturating_sub(Duration::from_millis(last));
+            .is_none_or(|t| t.elapsed().unwrap_or_default() >= LULL);
         let retries_due =
             last_retry_due(&std::fs::read_to_string(controller_log).unwrap_or_default())
                 .and_then(|due| due.checked_add(Duration::from_secs(1)))
                 .is_some_and(|due| due > SystemTime::now());
-        if (since >= LULL && !retries_due) || Instant::now() >= deadline {
+        if (lull && !retries_due) || Instant::now() >= deadline {
             break;
         }
         tokio::time::sleep(POLL).await;
@@ -221,12 +254,7 @@ pub async fn quiet(
         .filter(|w| w.resource != "leases")
         .map(|w| w.to_string())
         .collect();
-    let mutations = calls(provider)
-        .await
-        .into_iter()
-        .filter(|c| c.method.mutates() && window.contains_unix_ms(c.started_unix_ms))
-        .map(|c| format!("{} ({})", c.method.as_str(), c.request_id))
-        .collect();
+    let mutations = sent.mutations(&window).await;
     Quiet { mutations, writes }
 }
 

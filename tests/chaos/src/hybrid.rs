@@ -14,66 +14,24 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
-use ccm_testsupport::recorder::{Recorded, Recorder, socket_of};
-use ccm_testsupport::steady::{kubelet_heartbeats, kubelet_ready};
-use ccm_testsupport::{kubelet_node, lb_service, poll_until};
+use ccm_testsupport::hybrid::{
+    CLOUD_CLASS, ONPREM_CLASS, Recorders, Side, cloud_node, fake_instances, inventory,
+};
+use ccm_testsupport::steady::kubelet_ready;
+use ccm_testsupport::{ingress_ips, kubelet_node, poll_until};
 use k8s_openapi::api::core::v1::{Node, Service};
-use serde_json::json;
 
-use crate::cluster::{CONTROLLER_USER, Cluster, FINALIZER, ingress_ips, is_initialised, key};
-use crate::count::{Census, LULL, POLL, QUIET, Quiet, Tally, last_retry_due};
+use crate::cluster::{CONTROLLER_USER, Cluster, is_initialised, key};
+use crate::count::{self, Census, POLL, Quiet, Tally};
 use crate::process::{Controller, LocalProvider, Provider};
 use crate::{Rng, RunDir, SETTLE, scale};
 
-pub const CLOUD_CLASS: &str = "example.com/cloud";
-pub const ONPREM_CLASS: &str = "example.com/onprem";
-pub const PLATFORM_KEY: &str = "cloudprovider.kubernetes.io/platform";
-/// The finalizer of the provider that is not the default.
-pub const CLOUD_FINALIZER: &str = "cloud.provider.ccm-rs.io/load-balancer-cleanup";
 const VIP_RANGE: &str = "127.203.0.0/16";
-const PORT: i32 = 8080;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Side {
-    Onprem,
-    Cloud,
-}
-
-impl Side {
-    pub const BOTH: [Side; 2] = [Side::Onprem, Side::Cloud];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Onprem => "onprem",
-            Side::Cloud => "cloud",
-        }
-    }
-
-    pub fn finalizer(self) -> &'static str {
-        match self {
-            Side::Onprem => FINALIZER,
-            Side::Cloud => CLOUD_FINALIZER,
-        }
-    }
-
-    /// The class that moves a Service to this provider.
-    pub fn class(self) -> &'static str {
-        match self {
-            Side::Onprem => ONPREM_CLASS,
-            Side::Cloud => CLOUD_CLASS,
-        }
-    }
-
-    pub fn other(self) -> Side {
-        match self {
-            Side::Onprem => Side::Cloud,
-            Side::Cloud => Side::Onprem,
-        }
-    }
-}
+/// The Nodes' InternalIPs: `NODE_NET.N`.
+const NODE_NET: &str = "127.0.6";
 
 /// The provider that must serve `svc` now: a LoadBalancer not being
 /// deleted, by its class (none: onprem, the default).
@@ -100,13 +58,6 @@ fn holds(svc: &Service, finalizer: &str) -> bool {
         .any(|f| f == finalizer)
 }
 
-/// A LoadBalancer Service of `class` (none: the default provider's).
-pub fn service(name: &str, class: Option<&str>) -> Service {
-    let mut svc = lb_service(name, PORT);
-    svc.spec.as_mut().unwrap().load_balancer_class = class.map(str::to_owned);
-    svc
-}
-
 /// The machines of both providers: `onprem-N` in the local provider's
 /// inventory, `cloud-N` declared in the fake (even ones registered with
 /// the platform label, odd ones with the providerID their kubelet set).
@@ -117,52 +68,24 @@ pub struct Machines {
 
 impl Machines {
     pub fn new(n: usize) -> Machines {
-        assert!(n <= 100, "addresses for 100 machines per side");
         Machines {
             onprem: (0..n).map(|i| format!("onprem-{i}")).collect(),
             cloud: (0..n).map(|i| format!("cloud-{i}")).collect(),
         }
     }
 
-    fn write(&self, inventory: &Path, instances: &Path) {
-        let mut inv = String::from("instances:\n");
-        for (i, node) in self.onprem.iter().enumerate() {
-            inv.push_str(&format!(
-                "  - node: {node}\n    zone: local-a\n    region: local\n    addresses:\n      - {{type: InternalIP, address: 127.0.6.{}}}\n",
-                i + 1
-            ));
-        }
-        std::fs::write(inventory, inv).unwrap();
-        let specs: Vec<_> = self
-            .cloud
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                json!({"name": node, "addresses": [
-                    {"type": "InternalIP", "address": format!("127.0.6.{}", 101 + i)},
-                ]})
-            })
-            .collect();
-        std::fs::write(instances, json!(specs).to_string()).unwrap();
+    fn write(&self, inventory_file: &Path, instances_file: &Path) {
+        std::fs::write(inventory_file, inventory(&self.onprem, NODE_NET)).unwrap();
+        std::fs::write(instances_file, fake_instances(&self.cloud, NODE_NET)).unwrap();
     }
 
     /// The Node machine `i` of `side` registers: an onprem one as a plain
     /// kubelet does, a cloud one with the platform label or its providerID.
     pub fn node(&self, side: Side, i: usize) -> Node {
-        let name = match side {
-            Side::Onprem => return kubelet_node(&self.onprem[i]),
-            Side::Cloud => &self.cloud[i],
-        };
-        let mut node = kubelet_node(name);
-        if i.is_multiple_of(2) {
-            node.metadata
-                .labels
-                .get_or_insert_default()
-                .insert(PLATFORM_KEY.into(), "cloud".into());
-        } else {
-            node.spec.as_mut().unwrap().provider_id = Some(format!("fake://{name}"));
+        match side {
+            Side::Onprem => kubelet_node(&self.onprem[i]),
+            Side::Cloud => cloud_node(&self.cloud[i], !i.is_multiple_of(2)),
         }
-        node
     }
 }
 
@@ -176,8 +99,8 @@ pub struct HybridWorld {
     pub controller: Controller,
     pub onprem: LocalProvider,
     pub cloud: Provider,
-    onprem_calls: Recorder,
-    cloud_calls: Recorder,
+    /// What each provider was sent: the controller dials these.
+    sent: Recorders,
     pub cluster: Cluster,
     /// The Nodes registered, with their owner (the scenario fills it).
     pub registered: BTreeMap<String, Side>,
@@ -202,49 +125,32 @@ impl HybridWorld {
         let instances = run.logs.join("instances.json");
         machines.write(&inventory, &instances);
         let sockets = run.tmp.path();
-        let class = format!("--load-balancer-class={ONPREM_CLASS}");
+        let onprem_flags = Side::Onprem.provider_flags();
+        let onprem_flags: Vec<&str> = onprem_flags.iter().map(String::as_str).collect();
         let onprem = LocalProvider::start(
             "onprem",
             sockets,
             &run.logs,
             &inventory,
             VIP_RANGE,
-            &[&class],
+            &onprem_flags,
         )
         .await;
-        let instances_flag = format!("--instances-file={}", instances.display());
-        let class = format!("--load-balancer-class={CLOUD_CLASS}");
-        let mut flags = vec![
-            instances_flag.as_str(),
-            class.as_str(),
-            "--unclassed-services=declined",
-        ];
-        flags.extend_from_slice(cloud_flags);
+        let mut flags = vec![format!("--instances-file={}", instances.display())];
+        flags.extend(Side::Cloud.provider_flags());
+        flags.extend(cloud_flags.iter().map(|f| f.to_string()));
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let cloud = Provider::start(sockets, &run.logs, &flags).await;
-        let onprem_calls = Recorder::start(
-            &sockets.join("onprem-recorded.sock"),
-            &socket_of(&onprem.endpoint),
-        )
-        .unwrap();
-        let cloud_calls = Recorder::start(
-            &sockets.join("cloud-recorded.sock"),
-            &socket_of(&cloud.endpoint),
-        )
-        .unwrap();
-        let providers = [
-            format!("--provider=onprem={}", onprem_calls.endpoint),
-            format!("--provider=cloud={}", cloud_calls.endpoint),
-        ];
+        let sent = Recorders::start(sockets, &onprem.endpoint, &cloud.endpoint).unwrap();
+        let providers = sent.controller_flags();
+        let providers: Vec<&str> = providers.iter().map(String::as_str).collect();
         let controller = Controller::start_with_providers(
             "controller",
             &cluster.kubeconfig,
-            &[&providers[0], &providers[1]],
+            &providers,
             Self::CLUSTER,
             run.logs.join("controller.log"),
-            &[
-                "--default-provider=onprem",
-                "--cloud-provider-platforms=cloud=cloud",
-            ],
+            &[],
         );
         HybridWorld {
             tally,
@@ -254,8 +160,7 @@ impl HybridWorld {
             controller,
             onprem,
             cloud,
-            onprem_calls,
-            cloud_calls,
+            sent,
             cluster,
             registered: BTreeMap::new(),
             run,
@@ -264,13 +169,6 @@ impl HybridWorld {
 
     pub fn logs(&self) -> String {
         self.run.logs.display().to_string()
-    }
-
-    fn calls(&self, side: Side) -> Vec<Recorded> {
-        match side {
-            Side::Onprem => self.onprem_calls.calls(),
-            Side::Cloud => self.cloud_calls.calls(),
-        }
     }
 
     fn endpoint(&self, side: Side) -> &str {
@@ -373,79 +271,6 @@ impl HybridWorld {
         (c, started.elapsed())
     }
 
-    /// Calls either provider received about a Node the other owns (or
-    /// nobody registered).
-    fn calls_about_foreign_nodes(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for side in Side::BOTH {
-            for c in self.calls(side) {
-                if let Some(node) = c.node()
-                    && self.registered.get(node) != Some(&side)
-                {
-                    out.push(format!("{} asked {} about {node}", side.name(), c.method));
-                }
-            }
-        }
-        out
-    }
-
-    /// After convergence: once neither provider was sent a mutation for a
-    /// [`LULL`] and no retry the controller logged is due, [`QUIET`] of
-    /// kubelet heartbeats; the mutations either provider was sent and the
-    /// controller's writes meanwhile.
-    pub async fn quiet(&self, within: Duration) -> Quiet {
-        let nodes: Vec<String> = self
-            .cluster
-            .all_nodes()
-            .await
-            .into_iter()
-            .filter_map(|n| n.metadata.name)
-            .collect();
-        let deadline = Instant::now() + within;
-        loop {
-            let last = Side::BOTH
-                .iter()
-                .flat_map(|s| self.calls(*s))
-                .filter(Recorded::mutates)
-                .map(|c| c.at)
-                .max();
-            let lull = last.is_none_or(|t| t.elapsed().unwrap_or_default() >= LULL);
-            let log = std::fs::read_to_string(&self.controller.proc.log).unwrap_or_default();
-            let retries_due = last_retry_due(&log)
-                .and_then(|due| due.checked_add(Duration::from_secs(1)))
-                .is_some_and(|due| due > SystemTime::now());
-            if (lull && !retries_due) || Instant::now() >= deadline {
-                break;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        let window = kubelet_heartbeats(&self.cluster.admin, &nodes, QUIET)
-            .await
-            .expect("kubelet heartbeats");
-        let audit = &self.cluster.apiserver.audit;
-        audit
-            .sync(&self.cluster.admin)
-            .await
-            .expect("audit log sync");
-        let writes = audit
-            .writes_by(CONTROLLER_USER, window.from, window.to)
-            .expect("reading the audit log")
-            .into_iter()
-            .filter(|w| w.resource != "leases")
-            .map(|w| w.to_string())
-            .collect();
-        let mut mutations = Vec::new();
-        for side in Side::BOTH {
-            mutations.extend(
-                self.calls(side)
-                    .into_iter()
-                    .filter(|c| c.mutates() && c.at >= window.from && c.at < window.to)
-                    .map(|c| format!("{}: {} ({})", side.name(), c.method, c.request_id)),
-            );
-        }
-        Quiet { mutations, writes }
-    }
-
     /// Deletes every Service that wants a load balancer or holds either
     /// finalizer, then waits (bounded) until both providers hold none.
     async fn teardown(&self, within: Duration) -> Census {
@@ -511,11 +336,7 @@ impl HybridWorld {
                     .push(format!("node {name} never initialised")),
                 Some(n) => {
                     let id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-                    let scheme = match side {
-                        Side::Onprem => "local://",
-                        Side::Cloud => "fake://",
-                    };
-                    if !id.is_some_and(|id| id.starts_with(scheme)) {
+                    if !id.is_some_and(|id| id.starts_with(side.scheme())) {
                         self.tally.details.push(format!(
                             "node {name} of {} has providerID {id:?}",
                             side.name()
@@ -525,15 +346,24 @@ impl HybridWorld {
             }
         }
         self.tally.wrongly_deleted(&deleted);
-        let foreign = self.calls_about_foreign_nodes();
+        let foreign = self.sent.calls_about_foreign_nodes(&self.registered);
         self.tally.extra("calls_about_foreign_nodes", foreign.len());
         self.tally.details.extend(foreign);
         for side in Side::BOTH {
-            self.tally
-                .extra(&format!("{}_calls", side.name()), self.calls(side).len());
+            self.tally.extra(
+                &format!("{}_calls", side.name()),
+                self.sent.calls(side).len(),
+            );
         }
 
-        let q = self.quiet(SETTLE).await;
+        let q: Quiet = count::quiet(
+            &self.cluster,
+            &self.sent,
+            &self.controller.proc.log,
+            CONTROLLER_USER,
+            SETTLE,
+        )
+        .await;
         self.tally.quiet(&q);
         let c = self.teardown(SETTLE).await;
         self.tally.census("teardown", &c);

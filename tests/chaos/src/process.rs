@@ -532,7 +532,8 @@ impl Controller {
     }
 
     /// As [`Controller::start`], its providers given as flags
-    /// (`--provider-endpoint=…`, or `--provider=NAME=…` repeated).
+    /// (`--provider-endpoint=…`, or hybrid mode's `--provider=NAME=…`
+    /// repeated and the flags that go with them).
     pub fn start_with_providers(
         name: &str,
         kubeconfig: &Path,

@@ -702,7 +702,8 @@ async fn two_clusters_share_one_provider() {
 /// balancer leaked at either, and the converged system must be quiet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_providers_killed_in_turn_while_nodes_and_services_churn() {
-    use ccm_chaos::hybrid::{CLOUD_CLASS, HybridWorld, Side, service};
+    use ccm_chaos::hybrid::HybridWorld;
+    use ccm_testsupport::hybrid::{CLOUD_CLASS, Side, service};
 
     let n = 6 * ccm_chaos::scale();
     let mut w = HybridWorld::new("two-providers-kill", n, &[]).await;

@@ -39,6 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
+use ccm_testsupport::hybrid::{Side, cloud_node, controller_flags};
 use ccm_testsupport::{TestEnv, UNINITIALIZED, eventually, kubelet_node, target_dir, unique_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
@@ -46,50 +47,29 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
 
-const PLATFORM_KEY: &str = "cloudprovider.kubernetes.io/platform";
 /// How long any one watch event may take before the run is declared stuck.
 const STUCK: Duration = Duration::from_secs(600);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Side {
-    Onprem,
-    Cloud,
+/// The Node `run`-`side`-`i` as kubelet registers it: tainted, no
+/// providerID; a cloud one with the platform label.
+fn bench_node(side: Side, run: &str, i: &str) -> Node {
+    let name = format!("{run}-{}-{i}", side.name());
+    let mut node = match side {
+        Side::Onprem => kubelet_node(&name),
+        Side::Cloud => cloud_node(&name, false),
+    };
+    let labels = node.labels_mut();
+    labels.insert("bench-run".into(), run.into());
+    labels.insert("bench-side".into(), side.name().into());
+    node
 }
 
-impl Side {
-    fn name(self) -> &'static str {
-        match self {
-            Side::Onprem => "onprem",
-            Side::Cloud => "cloud",
-        }
-    }
-
-    fn other(self) -> Side {
-        match self {
-            Side::Onprem => Side::Cloud,
-            Side::Cloud => Side::Onprem,
-        }
-    }
-
-    /// The Node `run`-`side`-`i` as kubelet registers it: tainted, no
-    /// providerID; a cloud one with the platform label.
-    fn node(self, run: &str, i: &str) -> Node {
-        let mut node = kubelet_node(&format!("{run}-{}-{i}", self.name()));
-        let labels = node.labels_mut();
-        labels.insert("bench-run".into(), run.into());
-        labels.insert("bench-side".into(), self.name().into());
-        if self == Side::Cloud {
-            labels.insert(PLATFORM_KEY.into(), "cloud".into());
-        }
-        node
-    }
-
-    fn of(node: &Node) -> Option<Side> {
-        match node.labels().get("bench-side").map(String::as_str) {
-            Some("onprem") => Some(Side::Onprem),
-            Some("cloud") => Some(Side::Cloud),
-            _ => None,
-        }
+/// The side [`bench_node`] made `node` for.
+fn side_of(node: &Node) -> Option<Side> {
+    match node.labels().get("bench-side").map(String::as_str) {
+        Some("onprem") => Some(Side::Onprem),
+        Some("cloud") => Some(Side::Cloud),
+        _ => None,
     }
 }
 
@@ -259,27 +239,28 @@ async fn run(bins: &Binaries, n: usize, measured: Side, hang: bool, arrival: Arr
     );
     handshake(&endpoint(Side::Onprem), &logs.join("onprem.log")).await;
     handshake(&endpoint(Side::Cloud), &logs.join("cloud.log")).await;
+    let mut args = vec![format!("--kubeconfig={}", env.kubeconfig().display())];
+    args.extend(controller_flags(
+        &endpoint(Side::Onprem),
+        &endpoint(Side::Cloud),
+    ));
+    args.extend([
+        // The controllers that handle Nodes; the lifecycle one asks each
+        // provider about its not-Ready Nodes every second, and each
+        // provider's capabilities are read every 5 s: a hung provider
+        // is asked all the while.
+        "--controllers=cloud-node,cloud-node-lifecycle".into(),
+        "--node-monitor-period=1s".into(),
+        "--provider-capability-refresh-period=5s".into(),
+        "--kube-api-qps=0".into(),
+        "--concurrent-node-syncs=8".into(),
+        "--leader-elect=false".into(),
+        "--secure-port=0".into(),
+    ]);
     let mut controller = Proc::spawn(
         "cloud-controller-manager",
         &bins.controller,
-        &[
-            format!("--kubeconfig={}", env.kubeconfig().display()),
-            format!("--provider=onprem={}", endpoint(Side::Onprem)),
-            format!("--provider=cloud={}", endpoint(Side::Cloud)),
-            "--default-provider=onprem".into(),
-            "--cloud-provider-platforms=cloud=cloud".into(),
-            // The controllers that handle Nodes; the lifecycle one asks each
-            // provider about its not-Ready Nodes every second, and each
-            // provider's capabilities are read every 5 s: a hung provider
-            // is asked all the while.
-            "--controllers=cloud-node,cloud-node-lifecycle".into(),
-            "--node-monitor-period=1s".into(),
-            "--provider-capability-refresh-period=5s".into(),
-            "--kube-api-qps=0".into(),
-            "--concurrent-node-syncs=8".into(),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-        ],
+        &args,
         &logs.join("controller.log"),
     );
 
@@ -292,7 +273,7 @@ async fn run(bins: &Binaries, n: usize, measured: Side, hang: bool, arrival: Arr
     // controller has both providers' identities and its controllers run.
     for side in [Side::Onprem, Side::Cloud] {
         nodes
-            .create(&PostParams::default(), &side.node(&run, "warm"))
+            .create(&PostParams::default(), &bench_node(side, &run, "warm"))
             .await
             .unwrap();
     }
@@ -344,7 +325,7 @@ async fn run(bins: &Binaries, n: usize, measured: Side, hang: bool, arrival: Arr
         match event {
             Some(Event::Apply(node)) if !tainted(&node) => {
                 let name = node.name_any();
-                if let Some(side) = Side::of(&node)
+                if let Some(side) = side_of(&node)
                     && !name.ends_with("-warm")
                 {
                     initialised.entry(name).or_insert((side, Instant::now()));
@@ -420,7 +401,7 @@ async fn register(
     let start = Instant::now();
     let create = |side: Side, i: usize| {
         let nodes = nodes.clone();
-        let node = side.node(&run, &i.to_string());
+        let node = bench_node(side, &run, &i.to_string());
         async move {
             let created = nodes.create(&PostParams::default(), &node).await.unwrap();
             (created.name_any(), Instant::now())

@@ -49,6 +49,16 @@ pub fn lb_service(name: &str, port: i32) -> Service {
     }
 }
 
+/// The IP addresses a Service's status shows (`status.loadBalancer.ingress[*].ip`).
+pub fn ingress_ips(svc: &Service) -> Vec<String> {
+    svc.status
+        .iter()
+        .filter_map(|s| s.load_balancer.as_ref())
+        .flat_map(|lb| lb.ingress.iter().flatten())
+        .filter_map(|i| i.ip.clone())
+        .collect()
+}
+
 /// A Service as the provider contract carries it: TCP port 80 on node
 /// port 30080, traffic policy Cluster, no session affinity.
 pub fn proto_service(namespace: &str, name: &str, uid: &str) -> ccm_proto::v1::Service {

@@ -17,13 +17,14 @@
 
 pub mod audit;
 pub mod fixtures;
+pub mod hybrid;
 pub mod poll;
 pub mod procfs;
 pub mod raw;
 pub mod recorder;
 pub mod steady;
 
-pub use fixtures::{UNINITIALIZED, kubelet_node, lb_service, proto_service};
+pub use fixtures::{UNINITIALIZED, ingress_ips, kubelet_node, lb_service, proto_service};
 pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
 
 use std::collections::BTreeMap;

@@ -184,7 +184,7 @@ fn unavailable(message: &str) -> Response<Body> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use ccm_proto::v1::GetProviderInfoRequest;
@@ -194,25 +194,31 @@ mod tests {
     use super::*;
     use crate::raw::{RawIdentity, RawServer};
 
-    async fn client(endpoint: &str) -> IdentityServiceClient<Channel> {
+    /// A channel to the `unix://` endpoint.
+    pub(crate) fn channel(endpoint: &str) -> Channel {
         let path = socket_of(endpoint);
-        let channel =
-            Endpoint::from_static("http://provider").connect_with_connector_lazy(
-                tower::service_fn(move |_| {
-                    let path = path.clone();
-                    async move {
-                        Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?))
-                    }
-                }),
-            );
-        IdentityServiceClient::new(channel)
+        Endpoint::from_static("http://provider").connect_with_connector_lazy(tower::service_fn(
+            move |_| {
+                let path = path.clone();
+                async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+            },
+        ))
     }
 
-    fn info(id: &str) -> tonic::Request<GetProviderInfoRequest> {
-        let mut req = tonic::Request::new(GetProviderInfoRequest {});
+    pub(crate) async fn client(endpoint: &str) -> IdentityServiceClient<Channel> {
+        IdentityServiceClient::new(channel(endpoint))
+    }
+
+    /// `message` with request id `id`.
+    pub(crate) fn with_id<T>(message: T, id: &str) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(message);
         req.metadata_mut()
             .insert(ccm_proto::v1::REQUEST_ID_METADATA, id.parse().unwrap());
         req
+    }
+
+    pub(crate) fn info(id: &str) -> tonic::Request<GetProviderInfoRequest> {
+        with_id(GetProviderInfoRequest {}, id)
     }
 
     #[tokio::test]

@@ -23,9 +23,12 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn contains_unix_ms(&self, ms: u64) -> bool {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    pub fn contains(&self, t: SystemTime) -> bool {
         t >= self.from && t < self.to
+    }
+
+    pub fn contains_unix_ms(&self, ms: u64) -> bool {
+        self.contains(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
     }
 }
 

@@ -25,35 +25,30 @@
 //! listen on 127.202.0.0/24 and every Node's InternalIP is in 127.0.5.0/24.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use ccm_provider_sdk::{ClientOptions, ProviderClient};
-use ccm_testsupport::recorder::{Recorded, Recorder, socket_of};
+use ccm_testsupport::hybrid::{
+    CLOUD_CLASS, ONPREM_CLASS, ONPREM_FINALIZER, Recorders, Side, cloud_node, fake_instances,
+    inventory as inventory_of, service,
+};
+use ccm_testsupport::recorder::Recorded;
 use ccm_testsupport::steady::{kubelet_heartbeats, kubelet_ready};
 use ccm_testsupport::{built_binary, eventually_within, unique_name};
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::oneshot;
 
 const CLUSTER: &str = "hybrid";
-const CLOUD_CLASS: &str = "example.com/cloud";
-const ONPREM_CLASS: &str = "example.com/onprem";
 const UNSERVED_CLASS: &str = "example.com/elsewhere";
-const PLATFORM_KEY: &str = "cloudprovider.kubernetes.io/platform";
-/// The default provider keeps upstream's finalizer; every other provider
-/// has its own.
-const ONPREM_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-const CLOUD_FINALIZER: &str = "cloud.provider.ccm-rs.io/load-balancer-cleanup";
 const VIP_RANGE: &str = "127.202.0.0/24";
 const CLOUD_POOL: &str = "192.0.2.0/24";
-/// Unprivileged, so the local provider's listeners need no root.
-const PORT: i32 = 8080;
+/// The Nodes' InternalIPs: `NODE_NET.N`.
+const NODE_NET: &str = "127.0.5";
 /// How long one provider is SIGSTOPped (the minute).
 const STOPPED: Duration = Duration::from_secs(60);
 /// How long converging anything else may take; it takes seconds.
@@ -61,66 +56,29 @@ const CONVERGE: Duration = Duration::from_secs(30);
 /// The quiet window after convergence.
 const QUIET: Duration = Duration::from_secs(6);
 
-/// Which provider a Node or Service belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Side {
-    Onprem,
-    Cloud,
-}
-
-impl Side {
-    fn name(self) -> &'static str {
-        match self {
-            Side::Onprem => "onprem",
-            Side::Cloud => "cloud",
-        }
-    }
-
-    fn scheme(self) -> &'static str {
-        match self {
-            Side::Onprem => "local://",
-            Side::Cloud => "fake://",
-        }
-    }
-
-    fn finalizer(self) -> &'static str {
-        match self {
-            Side::Onprem => ONPREM_FINALIZER,
-            Side::Cloud => CLOUD_FINALIZER,
-        }
-    }
-
-    /// Whether `ip` is one of this provider's load balancer addresses.
-    fn owns_address(self, ip: &str) -> bool {
-        match self {
-            Side::Onprem => ip.starts_with("127.202.0."),
-            Side::Cloud => ip.starts_with("192.0.2."),
-        }
+/// Whether `ip` is one of `side`'s load balancer addresses.
+fn owns_address(side: Side, ip: &str) -> bool {
+    match side {
+        Side::Onprem => ip.starts_with("127.202.0."),
+        Side::Cloud => ip.starts_with("192.0.2."),
     }
 }
 
-/// One provider process, the pass-through in front of it, and a client
-/// straight to its socket (for the test's own listings, never recorded).
+/// One provider process and a client straight to its socket (for the
+/// test's own listings, never recorded).
 struct Provided {
     side: Side,
     process: Provider,
-    recorder: Recorder,
     direct: ProviderClient,
 }
 
 impl Provided {
-    fn start(side: Side, process: Provider, sockets: &Path) -> Provided {
-        let recorder = Recorder::start(
-            &sockets.join(format!("{}.sock", side.name())),
-            &socket_of(&process.endpoint),
-        )
-        .unwrap();
+    fn new(side: Side, process: Provider) -> Provided {
         let direct =
             ProviderClient::connect_lazy(&process.endpoint, ClientOptions::default()).unwrap();
         Provided {
             side,
             process,
-            recorder,
             direct,
         }
     }
@@ -164,6 +122,8 @@ struct Hybrid {
     admin_port: u16,
     onprem: Provided,
     cloud: Provided,
+    /// What each provider was asked: the controller dials these.
+    recorders: Recorders,
     /// Every Node registered, with its owner and uid.
     nodes: BTreeMap<String, (Side, String)>,
     /// Every Service created, by name, with the provider that must serve it
@@ -196,96 +156,53 @@ impl Machines {
                 .collect(),
         }
     }
-
-    fn inventory(&self) -> String {
-        let mut out = String::from("instances:\n");
-        for (i, node) in self.onprem.iter().enumerate() {
-            out.push_str(&format!(
-                "  - node: {node}\n    zone: local-a\n    region: local\n    addresses:\n      - {{type: InternalIP, address: 127.0.5.{}}}\n",
-                i + 1
-            ));
-        }
-        out
-    }
-
-    fn fake_instances(&self) -> String {
-        let specs: Vec<_> = self
-            .cloud
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                json!({"name": node, "addresses": [
-                    {"type": "InternalIP", "address": format!("127.0.5.{}", 101 + i)},
-                    {"type": "Hostname", "address": node},
-                ]})
-            })
-            .collect();
-        json!(specs).to_string()
-    }
 }
 
 impl Hybrid {
     async fn start(machines: &Machines) -> Hybrid {
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .try_init();
-        let control_plane = ControlPlane::exclusive().await;
-        let env = control_plane.env();
-        let admin = env.admin_client().await.unwrap();
-        let ns = env.namespace(&admin, "hybrid").await.unwrap();
-        let role: ClusterRole = serde_yaml::from_str(
-            &std::fs::read_to_string(repo().join("deploy/base/clusterrole.yaml")).unwrap(),
-        )
-        .unwrap();
-        env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
-            .await
-            .unwrap();
-        let sa = env
-            .service_account_config(&ns, "cloud-controller-manager")
-            .await
-            .unwrap();
+        let ControllerAccount {
+            control_plane,
+            admin,
+            ns,
+            sa,
+        } = ControllerAccount::new("hybrid", &["clusterrole.yaml"]).await;
 
         let files = tempfile::tempdir().unwrap();
         let inventory = files.path().join("inventory.yaml");
-        std::fs::write(&inventory, machines.inventory()).unwrap();
+        std::fs::write(&inventory, inventory_of(&machines.onprem, NODE_NET)).unwrap();
         let instances = files.path().join("instances.json");
-        std::fs::write(&instances, machines.fake_instances()).unwrap();
+        std::fs::write(&instances, fake_instances(&machines.cloud, NODE_NET)).unwrap();
+        let mut local_flags = vec![
+            format!("--inventory={}", inventory.display()),
+            format!("--vip-range={VIP_RANGE}"),
+            "--inventory-poll-interval=100ms".to_owned(),
+        ];
+        local_flags.extend(Side::Onprem.provider_flags());
         let local = Provider::spawn(
             &built_binary("ccm-local-provider", "local-provider"),
-            &[
-                format!("--inventory={}", inventory.display()),
-                format!("--vip-range={VIP_RANGE}"),
-                "--inventory-poll-interval=100ms".to_owned(),
-                format!("--load-balancer-class={ONPREM_CLASS}"),
-            ],
+            &local_flags,
             &[],
         );
+        let mut fake_flags = vec![
+            format!("--instances-file={}", instances.display()),
+            format!("--lb-ip-pool={CLOUD_POOL}"),
+        ];
+        fake_flags.extend(Side::Cloud.provider_flags());
         let fake = Provider::spawn(
             &built_binary("ccm-fake-provider", "fake-provider"),
-            &[
-                format!("--instances-file={}", instances.display()),
-                format!("--lb-ip-pool={CLOUD_POOL}"),
-                format!("--load-balancer-class={CLOUD_CLASS}"),
-                "--unclassed-services=declined".to_owned(),
-            ],
+            &fake_flags,
             &[],
         );
         local.wait_ready().await;
         fake.wait_ready().await;
-        let onprem = Provided::start(Side::Onprem, local, files.path());
-        let cloud = Provided::start(Side::Cloud, fake, files.path());
+        let recorders = Recorders::start(files.path(), &local.endpoint, &fake.endpoint).unwrap();
+        let onprem = Provided::new(Side::Onprem, local);
+        let cloud = Provided::new(Side::Cloud, fake);
 
         let admin_port = free_port();
-        let args: Vec<String> = [
-            "cloud-controller-manager".to_owned(),
-            format!("--provider=onprem={}", onprem.recorder.endpoint),
-            format!("--provider=cloud={}", cloud.recorder.endpoint),
-            "--default-provider=onprem".to_owned(),
-            "--cloud-provider-platforms=cloud=cloud".to_owned(),
+        let mut args = vec!["cloud-controller-manager".to_owned()];
+        args.extend(recorders.controller_flags());
+        args.extend([
             format!("--cluster-name={CLUSTER}"),
             // The local provider routes nothing without a route table.
             "--controllers=*,-route".to_owned(),
@@ -298,8 +215,7 @@ impl Hybrid {
             "--secure-port=0".to_owned(),
             format!("--admin-port={admin_port}"),
             "--bind-address=127.0.0.1".to_owned(),
-        ]
-        .into();
+        ]);
         let (stop_controller, stopped) = oneshot::channel();
         let controller = run_controller(sa, args, stopped);
         Hybrid {
@@ -308,6 +224,7 @@ impl Hybrid {
             admin_port,
             onprem,
             cloud,
+            recorders,
             nodes: BTreeMap::new(),
             services: BTreeMap::new(),
             stopped: None,
@@ -350,15 +267,10 @@ impl Hybrid {
     /// already set (`--provider-id`); an onprem one with neither. Then it
     /// posts Ready, as the kubelet does once up.
     async fn register(&mut self, name: &str, side: Side, with_provider_id: bool) {
-        let mut node = kubelet_node(name);
-        if side == Side::Cloud {
-            if with_provider_id {
-                node.spec.as_mut().unwrap().provider_id = Some(format!("fake://{name}"));
-            } else {
-                node.labels_mut()
-                    .insert(PLATFORM_KEY.into(), "cloud".into());
-            }
-        }
+        let node = match side {
+            Side::Onprem => kubelet_node(name),
+            Side::Cloud => cloud_node(name, with_provider_id),
+        };
         let created = self
             .nodes_api()
             .create(&PostParams::default(), &node)
@@ -400,10 +312,8 @@ impl Hybrid {
     /// Creates a LoadBalancer Service of `class` (none: the default
     /// provider's); `serve` says who must serve it.
     async fn create_service(&mut self, name: &str, class: Option<&str>, serve: Option<Side>) {
-        let mut svc = lb_service(name, PORT);
-        svc.spec.as_mut().unwrap().load_balancer_class = class.map(str::to_owned);
         self.services_api()
-            .create(&PostParams::default(), &svc)
+            .create(&PostParams::default(), &service(name, class))
             .await
             .unwrap();
         self.services.insert(name.to_owned(), serve);
@@ -428,10 +338,7 @@ impl Hybrid {
     /// is stopped: the final listing does), that provider's finalizer and
     /// no other, and the load balancer's address in its status.
     async fn wait_served(&self, name: &str, side: Side, within: Duration) {
-        let other = match side {
-            Side::Onprem => Side::Cloud,
-            Side::Cloud => Side::Onprem,
-        };
+        let other = side.other();
         eventually_within(
             within,
             Duration::from_millis(100),
@@ -449,10 +356,10 @@ impl Hybrid {
                 } else {
                     self.side(other).load_balancers().await
                 };
-                let shown = ingress(&svc);
+                let shown = ingress_ips(&svc);
                 let finalizers = svc.finalizers().to_vec();
                 let lb = here.get(&uid);
-                let ok = lb.is_some_and(|ip| side.owns_address(ip) && shown == [ip.clone()])
+                let ok = lb.is_some_and(|ip| owns_address(side, ip) && shown == [ip.clone()])
                     && !there.contains_key(&uid)
                     && finalizers == [side.finalizer()];
                 ok.then_some(()).ok_or_else(|| {
@@ -479,15 +386,6 @@ impl Hybrid {
         // Both providers stop with the hold (dropped after this).
         drop(self.control_plane);
     }
-}
-
-fn ingress(svc: &Service) -> Vec<String> {
-    svc.status
-        .iter()
-        .filter_map(|s| s.load_balancer.as_ref())
-        .flat_map(|lb| lb.ingress.iter().flatten())
-        .filter_map(|i| i.ip.clone())
-        .collect()
 }
 
 /// The calls about Nodes in `calls`, by Node name.
@@ -517,29 +415,30 @@ impl Hybrid {
     /// about each of its Nodes, and each provider was asked nothing about
     /// the other's: prints the counts.
     fn assert_nodes_asked_of_their_owner_only(&self, phase: &str) {
-        for side in [Side::Onprem, Side::Cloud] {
-            let calls = self.side(side).recorder.calls();
+        let owners: BTreeMap<String, Side> = self
+            .nodes
+            .iter()
+            .map(|(node, (owner, _))| (node.clone(), *owner))
+            .collect();
+        let foreign = self.recorders.calls_about_foreign_nodes(&owners);
+        for side in Side::BOTH {
+            let calls = self.recorders.calls(side);
             let asked = by_node(&calls);
-            let mut own = 0;
-            let mut foreign = Vec::new();
-            for (node, cs) in &asked {
-                match self.nodes.get(node) {
-                    Some((owner, _)) if *owner == side => own += cs.len(),
-                    _ => foreign.extend(cs.iter().map(|c| format!("{} {node}", c.method))),
-                }
-            }
+            let own: usize = asked
+                .iter()
+                .filter(|(node, _)| owners.get(*node) == Some(&side))
+                .map(|(_, cs)| cs.len())
+                .sum();
             println!(
                 "hybrid {phase}: {} was asked {own} calls about its {} Nodes, {} about others",
                 side.name(),
-                self.nodes.values().filter(|(o, _)| *o == side).count(),
-                foreign.len()
+                owners.values().filter(|o| **o == side).count(),
+                foreign
+                    .iter()
+                    .filter(|f| f.starts_with(&format!("{} ", side.name())))
+                    .count()
             );
-            assert!(
-                foreign.is_empty(),
-                "{} was asked about Nodes it does not own: {foreign:#?}",
-                side.name()
-            );
-            for (node, (owner, _)) in &self.nodes {
+            for (node, owner) in &owners {
                 if *owner == side {
                     assert!(
                         asked
@@ -551,14 +450,18 @@ impl Hybrid {
                 }
             }
         }
+        assert!(
+            foreign.is_empty(),
+            "providers were asked about Nodes they do not own: {foreign:#?}"
+        );
     }
 
     /// Calls about each Service went only to the providers that served it
     /// (both, for one that changed provider); none about a Service nobody
     /// serves.
     fn assert_services_asked_of_their_providers_only(&self, moved: &[&str]) {
-        let onprem = self.onprem.recorder.calls();
-        let cloud = self.cloud.recorder.calls();
+        let onprem = self.recorders.calls(Side::Onprem);
+        let cloud = self.recorders.calls(Side::Cloud);
         let asked = [
             (Side::Onprem, by_service(&onprem)),
             (Side::Cloud, by_service(&cloud)),
@@ -697,7 +600,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     let waiting = h.nodes_api().get(&on[2]).await.unwrap();
     assert!(has_taint(&waiting, UNINITIALIZED), "{waiting:?}");
     let web2 = h.services_api().get("web-2").await.unwrap();
-    assert!(ingress(&web2).is_empty(), "{:?}", web2.status);
+    assert!(ingress_ips(&web2).is_empty(), "{:?}", web2.status);
     // (The finalizer goes on before the provider is asked, as upstream's.)
     assert!(
         web2.finalizers().iter().all(|f| f == ONPREM_FINALIZER),
@@ -746,9 +649,8 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     for (name, old) in [("mover-a", Side::Cloud), ("mover-b", Side::Onprem)] {
         let key = format!("{}/{name}", h.ns);
         let deleted = h
-            .side(old)
-            .recorder
-            .calls()
+            .recorders
+            .calls(old)
             .iter()
             .filter(|c| c.method == "EnsureLoadBalancerDeleted")
             .filter(|c| c.service().is_some_and(|(k, _)| k == key))
@@ -772,7 +674,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
         .iter()
         .map(|s| (s.name_any(), s.uid().unwrap()))
         .collect();
-    for side in [Side::Onprem, Side::Cloud] {
+    for side in Side::BOTH {
         let want: BTreeSet<&str> = h
             .services
             .iter()
@@ -796,7 +698,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     // The class nobody here serves was left alone.
     let elsewhere = h.services_api().get("elsewhere").await.unwrap();
     assert!(
-        elsewhere.finalizers().is_empty() && ingress(&elsewhere).is_empty(),
+        elsewhere.finalizers().is_empty() && ingress_ips(&elsewhere).is_empty(),
         "a Service of a class nobody serves must be left alone: {:?} {:?}",
         elsewhere.finalizers(),
         elsewhere.status
@@ -812,13 +714,11 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
         Duration::from_millis(250),
         "no provider mutation for 3 s",
         || async {
-            let last = [&h.onprem, &h.cloud]
-                .iter()
-                .flat_map(|p| p.recorder.calls())
-                .filter(Recorded::mutates)
-                .map(|c| c.at)
-                .max();
-            match last.map(|t| t.elapsed().unwrap_or_default()) {
+            match h
+                .recorders
+                .last_mutation()
+                .map(|t| t.elapsed().unwrap_or_default())
+            {
                 Some(since) if since < lull => Err(format!("the last {since:?} ago")),
                 _ => Ok(()),
             }
@@ -836,14 +736,12 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
         .iter()
         .map(|w| w.to_string())
         .collect();
-    let mut mutations = Vec::new();
-    for side in [Side::Onprem, Side::Cloud] {
+    for side in Side::BOTH {
         let calls: Vec<Recorded> = h
-            .side(side)
-            .recorder
-            .calls()
+            .recorders
+            .calls(side)
             .into_iter()
-            .filter(|c| c.at >= window.from && c.at < window.to)
+            .filter(|c| window.contains(c.at))
             .collect();
         assert!(
             calls.iter().any(|c| c.method == "InstanceMetadata"),
@@ -857,13 +755,8 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
             calls.len(),
             calls.iter().filter(|c| c.mutates()).count()
         );
-        mutations.extend(
-            calls
-                .iter()
-                .filter(|c| c.mutates())
-                .map(|c| format!("{} {} ({})", side.name(), c.method, c.request_id)),
-        );
     }
+    let mutations = h.recorders.mutations(&window);
     println!(
         "hybrid quiet window: {} provider mutations, {} controller writes",
         mutations.len(),
@@ -880,7 +773,7 @@ async fn two_providers_each_serve_their_own_nodes_and_classes_and_survive_the_ot
     for name in h.services.keys() {
         delete_service_and_wait(&h.services_api(), name).await;
     }
-    for side in [Side::Onprem, Side::Cloud] {
+    for side in Side::BOTH {
         let left = h.side(side).load_balancers().await;
         assert!(left.is_empty(), "{} still holds {left:?}", side.name());
     }

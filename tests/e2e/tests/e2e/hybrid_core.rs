@@ -12,7 +12,6 @@ use ccm_provider_sdk::{
 };
 use ccm_testsupport::unique_name;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -97,28 +96,13 @@ fn tainted(n: &Node) -> bool {
 
 #[tokio::test]
 async fn a_provider_down_at_start_holds_back_only_its_own_controllers() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .try_init();
-    let control_plane = ControlPlane::exclusive().await;
-    let env = control_plane.env();
-    let admin = env.admin_client().await.unwrap();
-    let ns = env.namespace(&admin, "ccm").await.unwrap();
-    let path = format!(
-        "{}/../../deploy/base/clusterrole.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let role: ClusterRole = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
-        .await
-        .unwrap();
-    let sa = env
-        .service_account_config(&ns, "cloud-controller-manager")
-        .await
-        .unwrap();
+    // The control plane stays held until the test ends.
+    let ControllerAccount {
+        control_plane: _held,
+        admin,
+        sa,
+        ..
+    } = ControllerAccount::new("ccm", &["clusterrole.yaml"]).await;
 
     let dir = tempfile::tempdir().unwrap();
     let up_endpoint = format!("unix://{}/up.sock", dir.path().display());

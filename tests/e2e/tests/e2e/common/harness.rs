@@ -31,6 +31,53 @@ pub struct Harness {
     control_plane: ControlPlane,
 }
 
+/// Where every in-process controller scenario starts: the control plane
+/// held exclusively, an admin client, a fresh namespace, and in it the
+/// controller's ServiceAccount bound to each of `roles` (files in
+/// deploy/base/), as the client config to run the controller with.
+pub struct ControllerAccount {
+    pub control_plane: ControlPlane,
+    pub admin: Client,
+    pub ns: String,
+    pub sa: kube::Config,
+}
+
+impl ControllerAccount {
+    /// The namespace's name starts with `ns_prefix`.
+    pub async fn new(ns_prefix: &str, roles: &[&str]) -> ControllerAccount {
+        // The controller's logs, shown for failing tests (RUST_LOG to tune).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .try_init();
+        let control_plane = ControlPlane::exclusive().await;
+        let env = control_plane.env();
+        let admin = env.admin_client().await.unwrap();
+        let ns = env.namespace(&admin, ns_prefix).await.unwrap();
+        for file in roles {
+            let path = format!("{}/../../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
+            let role: ClusterRole =
+                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
+                .await
+                .unwrap();
+        }
+        let sa = env
+            .service_account_config(&ns, "cloud-controller-manager")
+            .await
+            .unwrap();
+        ControllerAccount {
+            control_plane,
+            admin,
+            ns,
+            sa,
+        }
+    }
+}
+
 impl Harness {
     /// The fake provider on a fresh socket and the controller running as a
     /// ServiceAccount bound to the shipped ClusterRole.
@@ -67,31 +114,12 @@ impl Harness {
         roles: &[&str],
         external: Option<&str>,
     ) -> Harness {
-        // The controller's logs, shown for failing tests (RUST_LOG to tune).
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .try_init();
-        let control_plane = ControlPlane::exclusive().await;
-        let env = control_plane.env();
-        let admin = env.admin_client().await.unwrap();
-        let ns = env.namespace(&admin, "ccm").await.unwrap();
-        for file in roles {
-            let path = format!("{}/../../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
-            let role: ClusterRole =
-                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            env.grant_cluster_role(&admin, &ns, "cloud-controller-manager", role.rules.unwrap())
-                .await
-                .unwrap();
-        }
-        let sa = env
-            .service_account_config(&ns, "cloud-controller-manager")
-            .await
-            .unwrap();
-
+        let ControllerAccount {
+            control_plane,
+            admin,
+            ns,
+            sa,
+        } = ControllerAccount::new("ccm", roles).await;
         let dir = tempfile::tempdir().unwrap();
         let fake = FakeCloud::new(fake_config).unwrap();
         let (endpoint, stop_fake) = match external {

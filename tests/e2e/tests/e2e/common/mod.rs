@@ -11,7 +11,7 @@ mod provider;
 pub use control_plane::ControlPlane;
 pub(crate) use control_plane::{Existing, delete_created};
 pub use golden::{Rendered, check_golden};
-pub use harness::{Harness, args_for, run_controller};
+pub use harness::{ControllerAccount, Harness, args_for, run_controller};
 pub use provider::{Provider, process_identity};
 
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -23,8 +23,8 @@ pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The pod network the route controller is responsible for.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
 pub use ccm_testsupport::{
-    DEADLINE, UNINITIALIZED, eventually, eventually_within, free_port, kubelet_node, lb_service,
-    wait_until,
+    DEADLINE, UNINITIALIZED, eventually, eventually_within, free_port, ingress_ips, kubelet_node,
+    lb_service, wait_until,
 };
 
 /// The repository's root, where the manifests, charts and scripts the tests

@@ -190,15 +190,6 @@ fn condition_reason(s: &Service) -> Option<&str> {
     condition(s).map(|c| c.reason.as_str())
 }
 
-fn ingress_ips(s: &Service) -> Vec<String> {
-    s.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .map(|i| i.iter().filter_map(|i| i.ip.clone()).collect())
-        .unwrap_or_default()
-}
-
 fn has_finalizer(s: &Service) -> bool {
     s.finalizers().iter().any(|f| f == FINALIZER)
 }
