@@ -120,6 +120,14 @@ impl RawCloud {
 
 #[tonic::async_trait]
 impl instances_service_server::InstancesService for RawCloud {
+    /// Not announced (no CAPABILITY_INSTANCES_BATCH).
+    async fn batch_instances(
+        &self,
+        _: Request<ccm_provider_sdk::proto::BatchInstancesRequest>,
+    ) -> Result<Response<ccm_provider_sdk::proto::BatchInstancesResponse>, Status> {
+        Err(Status::unimplemented("BatchInstances"))
+    }
+
     async fn instance_exists(
         &self,
         req: Request<InstanceExistsRequest>,

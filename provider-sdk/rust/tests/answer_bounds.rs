@@ -79,6 +79,14 @@ fn addresses(n: usize) -> Vec<NodeAddress> {
 
 #[tonic::async_trait]
 impl instances_service_server::InstancesService for Hostile {
+    /// Not announced (no CAPABILITY_INSTANCES_BATCH).
+    async fn batch_instances(
+        &self,
+        _: Request<ccm_provider_sdk::proto::BatchInstancesRequest>,
+    ) -> Result<Response<ccm_provider_sdk::proto::BatchInstancesResponse>, Status> {
+        Err(Status::unimplemented("BatchInstances"))
+    }
+
     async fn instance_exists(
         &self,
         r: Request<InstanceExistsRequest>,

@@ -33,6 +33,14 @@ struct BadInstances;
 
 #[tonic::async_trait]
 impl instances_service_server::InstancesService for BadInstances {
+    /// Not announced (no CAPABILITY_INSTANCES_BATCH).
+    async fn batch_instances(
+        &self,
+        _: Request<ccm_provider_sdk::proto::BatchInstancesRequest>,
+    ) -> Result<Response<ccm_provider_sdk::proto::BatchInstancesResponse>, Status> {
+        Err(Status::unimplemented("BatchInstances"))
+    }
+
     async fn instance_exists(
         &self,
         r: Request<InstanceExistsRequest>,

@@ -24,6 +24,14 @@ fn echoing() -> RawServer {
 
 #[tonic::async_trait]
 impl instances_service_server::InstancesService for Echoing {
+    /// Not announced (no CAPABILITY_INSTANCES_BATCH).
+    async fn batch_instances(
+        &self,
+        _: Request<ccm_provider_sdk::proto::BatchInstancesRequest>,
+    ) -> Result<Response<ccm_provider_sdk::proto::BatchInstancesResponse>, Status> {
+        Err(Status::unimplemented("BatchInstances"))
+    }
+
     async fn instance_exists(
         &self,
         r: Request<InstanceExistsRequest>,

@@ -133,4 +133,13 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
             warnings,
         }))
     }
+
+    /// Not served yet: the provider does not announce
+    /// CAPABILITY_INSTANCES_BATCH, so the controller asks the single calls.
+    async fn batch_instances(
+        &self,
+        _: Request<BatchInstancesRequest>,
+    ) -> Result<Response<BatchInstancesResponse>, Status> {
+        Err(Status::unimplemented("BatchInstances is not implemented"))
+    }
 }

@@ -414,6 +414,12 @@ mod unspecified {
                 ..Default::default()
             }))
         }
+        async fn batch_instances(
+            &self,
+            _: Request<BatchInstancesRequest>,
+        ) -> Result<Response<BatchInstancesResponse>, Status> {
+            Err(Status::unimplemented("not announced"))
+        }
     }
 }
 

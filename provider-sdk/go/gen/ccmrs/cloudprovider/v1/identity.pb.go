@@ -115,21 +115,26 @@ const (
 	// LoadBalancerService.PutNodeSet is implemented and EnsureLoadBalancer and
 	// UpdateLoadBalancer accept node_set_id.
 	Capability_CAPABILITY_NODE_SETS Capability = 9
+	// InstancesService.BatchInstances is implemented (1.4.0). The SDKs
+	// implement it for every provider with CAPABILITY_INSTANCES, by calling
+	// the single methods when the provider has no batch of its own.
+	Capability_CAPABILITY_INSTANCES_BATCH Capability = 10
 )
 
 // Enum value maps for Capability.
 var (
 	Capability_name = map[int32]string{
-		0: "CAPABILITY_UNSPECIFIED",
-		1: "CAPABILITY_INSTANCES",
-		2: "CAPABILITY_LOAD_BALANCERS",
-		3: "CAPABILITY_LIST_LOAD_BALANCERS",
-		4: "CAPABILITY_ROUTES",
-		5: "CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES",
-		6: "CAPABILITY_ZONES",
-		7: "CAPABILITY_CLUSTERS",
-		8: "CAPABILITY_VOLUME_LABELS",
-		9: "CAPABILITY_NODE_SETS",
+		0:  "CAPABILITY_UNSPECIFIED",
+		1:  "CAPABILITY_INSTANCES",
+		2:  "CAPABILITY_LOAD_BALANCERS",
+		3:  "CAPABILITY_LIST_LOAD_BALANCERS",
+		4:  "CAPABILITY_ROUTES",
+		5:  "CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES",
+		6:  "CAPABILITY_ZONES",
+		7:  "CAPABILITY_CLUSTERS",
+		8:  "CAPABILITY_VOLUME_LABELS",
+		9:  "CAPABILITY_NODE_SETS",
+		10: "CAPABILITY_INSTANCES_BATCH",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":                  0,
@@ -142,6 +147,7 @@ var (
 		"CAPABILITY_CLUSTERS":                     7,
 		"CAPABILITY_VOLUME_LABELS":                8,
 		"CAPABILITY_NODE_SETS":                    9,
+		"CAPABILITY_INSTANCES_BATCH":              10,
 	}
 )
 
@@ -823,7 +829,7 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\x11UnclassedServices\x12\"\n" +
 	"\x1eUNCLASSED_SERVICES_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19UNCLASSED_SERVICES_SERVED\x10\x01\x12\x1f\n" +
-	"\x1bUNCLASSED_SERVICES_DECLINED\x10\x02*\xb0\x02\n" +
+	"\x1bUNCLASSED_SERVICES_DECLINED\x10\x02*\xd0\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -835,7 +841,9 @@ const file_ccmrs_cloudprovider_v1_identity_proto_rawDesc = "" +
 	"\x10CAPABILITY_ZONES\x10\x06\x12\x17\n" +
 	"\x13CAPABILITY_CLUSTERS\x10\a\x12\x1c\n" +
 	"\x18CAPABILITY_VOLUME_LABELS\x10\b\x12\x18\n" +
-	"\x14CAPABILITY_NODE_SETS\x10\t*u\n" +
+	"\x14CAPABILITY_NODE_SETS\x10\t\x12\x1e\n" +
+	"\x1aCAPABILITY_INSTANCES_BATCH\x10\n" +
+	"*u\n" +
 	"\n" +
 	"ProbeState\x12\x1b\n" +
 	"\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +

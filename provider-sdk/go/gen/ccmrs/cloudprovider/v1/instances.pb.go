@@ -134,6 +134,63 @@ func (InstanceShutdownState) EnumDescriptor() ([]byte, []int) {
 	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{1}
 }
 
+// What one query of BatchInstances asks.
+type InstanceQuestion int32
+
+const (
+	// Not a valid question: the request is refused with INVALID_REQUEST.
+	InstanceQuestion_INSTANCE_QUESTION_UNSPECIFIED InstanceQuestion = 0
+	// InstanceExists: the result is `existence`.
+	InstanceQuestion_INSTANCE_QUESTION_EXISTENCE InstanceQuestion = 1
+	// InstanceShutdown: the result is `shutdown`.
+	InstanceQuestion_INSTANCE_QUESTION_SHUTDOWN InstanceQuestion = 2
+	// InstanceMetadata: the result is `metadata`.
+	InstanceQuestion_INSTANCE_QUESTION_METADATA InstanceQuestion = 3
+)
+
+// Enum value maps for InstanceQuestion.
+var (
+	InstanceQuestion_name = map[int32]string{
+		0: "INSTANCE_QUESTION_UNSPECIFIED",
+		1: "INSTANCE_QUESTION_EXISTENCE",
+		2: "INSTANCE_QUESTION_SHUTDOWN",
+		3: "INSTANCE_QUESTION_METADATA",
+	}
+	InstanceQuestion_value = map[string]int32{
+		"INSTANCE_QUESTION_UNSPECIFIED": 0,
+		"INSTANCE_QUESTION_EXISTENCE":   1,
+		"INSTANCE_QUESTION_SHUTDOWN":    2,
+		"INSTANCE_QUESTION_METADATA":    3,
+	}
+)
+
+func (x InstanceQuestion) Enum() *InstanceQuestion {
+	p := new(InstanceQuestion)
+	*p = x
+	return p
+}
+
+func (x InstanceQuestion) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InstanceQuestion) Descriptor() protoreflect.EnumDescriptor {
+	return file_ccmrs_cloudprovider_v1_instances_proto_enumTypes[2].Descriptor()
+}
+
+func (InstanceQuestion) Type() protoreflect.EnumType {
+	return &file_ccmrs_cloudprovider_v1_instances_proto_enumTypes[2]
+}
+
+func (x InstanceQuestion) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InstanceQuestion.Descriptor instead.
+func (InstanceQuestion) EnumDescriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{2}
+}
+
 // Asks whether an instance exists.
 type InstanceExistsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -524,11 +581,391 @@ func (x *InstanceMetadataResponse) GetWarnings() []*Warning {
 	return nil
 }
 
+// One question about one node's instance.
+type InstanceQuery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. Chosen by the controller, unique within the request, at most
+	// 253 bytes; the result carries it back. Opaque to the provider.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// REQUIRED. The node whose instance is asked about, as in the single
+	// calls.
+	Node *NodeRef `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// REQUIRED. What is asked. The same node may appear in several queries
+	// with different questions.
+	Question      InstanceQuestion `protobuf:"varint,3,opt,name=question,proto3,enum=ccmrs.cloudprovider.v1.InstanceQuestion" json:"question,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceQuery) Reset() {
+	*x = InstanceQuery{}
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceQuery) ProtoMessage() {}
+
+func (x *InstanceQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceQuery.ProtoReflect.Descriptor instead.
+func (*InstanceQuery) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *InstanceQuery) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InstanceQuery) GetNode() *NodeRef {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *InstanceQuery) GetQuestion() InstanceQuestion {
+	if x != nil {
+		return x.Question
+	}
+	return InstanceQuestion_INSTANCE_QUESTION_UNSPECIFIED
+}
+
+// Asks many instance questions at once.
+type BatchInstancesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. 1 to 500 queries, keys distinct.
+	Queries       []*InstanceQuery `protobuf:"bytes,1,rep,name=queries,proto3" json:"queries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchInstancesRequest) Reset() {
+	*x = BatchInstancesRequest{}
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchInstancesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchInstancesRequest) ProtoMessage() {}
+
+func (x *BatchInstancesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchInstancesRequest.ProtoReflect.Descriptor instead.
+func (*BatchInstancesRequest) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BatchInstancesRequest) GetQueries() []*InstanceQuery {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+// The failure of one query: the error the single call would have answered.
+type QueryError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. The gRPC status code the single call would have answered
+	// (google.rpc.Code numbering), never OK (0).
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// OPTIONAL. The reason the single call's ErrorInfo would carry (for
+	// example ERROR_REASON_INSTANCE_NOT_FOUND with code NOT_FOUND);
+	// UNSPECIFIED when none applies. The rules of errors.proto for each
+	// reason's code hold here too.
+	Reason ErrorReason `protobuf:"varint,2,opt,name=reason,proto3,enum=ccmrs.cloudprovider.v1.ErrorReason" json:"reason,omitempty"`
+	// OPTIONAL. Short and human-readable, as status.message: at most 4 KiB,
+	// MUST NOT contain secrets.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// OPTIONAL. For INVALID_REQUEST, the field of the query at fault as
+	// BadRequest would name it in the single call (for example
+	// "node.provider_id").
+	Field string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	// OPTIONAL. For a reason whose details carry a RetryInfo, its
+	// retry_delay in milliseconds; 0 means none.
+	RetryDelayMs  uint32 `protobuf:"varint,5,opt,name=retry_delay_ms,json=retryDelayMs,proto3" json:"retry_delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryError) Reset() {
+	*x = QueryError{}
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryError) ProtoMessage() {}
+
+func (x *QueryError) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryError.ProtoReflect.Descriptor instead.
+func (*QueryError) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueryError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *QueryError) GetReason() ErrorReason {
+	if x != nil {
+		return x.Reason
+	}
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+func (x *QueryError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *QueryError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *QueryError) GetRetryDelayMs() uint32 {
+	if x != nil {
+		return x.RetryDelayMs
+	}
+	return 0
+}
+
+// The result of one query.
+type InstanceResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. The query's key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// REQUIRED. Exactly one, and an answer only of the kind the query's
+	// question asks for.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*InstanceResult_Existence
+	//	*InstanceResult_Shutdown
+	//	*InstanceResult_Metadata
+	//	*InstanceResult_Error
+	Result        isInstanceResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceResult) Reset() {
+	*x = InstanceResult{}
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceResult) ProtoMessage() {}
+
+func (x *InstanceResult) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceResult.ProtoReflect.Descriptor instead.
+func (*InstanceResult) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InstanceResult) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InstanceResult) GetResult() isInstanceResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *InstanceResult) GetExistence() *InstanceExistsResponse {
+	if x != nil {
+		if x, ok := x.Result.(*InstanceResult_Existence); ok {
+			return x.Existence
+		}
+	}
+	return nil
+}
+
+func (x *InstanceResult) GetShutdown() *InstanceShutdownResponse {
+	if x != nil {
+		if x, ok := x.Result.(*InstanceResult_Shutdown); ok {
+			return x.Shutdown
+		}
+	}
+	return nil
+}
+
+func (x *InstanceResult) GetMetadata() *InstanceMetadataResponse {
+	if x != nil {
+		if x, ok := x.Result.(*InstanceResult_Metadata); ok {
+			return x.Metadata
+		}
+	}
+	return nil
+}
+
+func (x *InstanceResult) GetError() *QueryError {
+	if x != nil {
+		if x, ok := x.Result.(*InstanceResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isInstanceResult_Result interface {
+	isInstanceResult_Result()
+}
+
+type InstanceResult_Existence struct {
+	// The answer to INSTANCE_QUESTION_EXISTENCE.
+	Existence *InstanceExistsResponse `protobuf:"bytes,2,opt,name=existence,proto3,oneof"`
+}
+
+type InstanceResult_Shutdown struct {
+	// The answer to INSTANCE_QUESTION_SHUTDOWN.
+	Shutdown *InstanceShutdownResponse `protobuf:"bytes,3,opt,name=shutdown,proto3,oneof"`
+}
+
+type InstanceResult_Metadata struct {
+	// The answer to INSTANCE_QUESTION_METADATA.
+	Metadata *InstanceMetadataResponse `protobuf:"bytes,4,opt,name=metadata,proto3,oneof"`
+}
+
+type InstanceResult_Error struct {
+	// The query failed.
+	Error *QueryError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*InstanceResult_Existence) isInstanceResult_Result() {}
+
+func (*InstanceResult_Shutdown) isInstanceResult_Result() {}
+
+func (*InstanceResult_Metadata) isInstanceResult_Result() {}
+
+func (*InstanceResult_Error) isInstanceResult_Result() {}
+
+// The answers to BatchInstances.
+type BatchInstancesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// REQUIRED. Exactly one result per query, in any order.
+	Results       []*InstanceResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchInstancesResponse) Reset() {
+	*x = BatchInstancesResponse{}
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchInstancesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchInstancesResponse) ProtoMessage() {}
+
+func (x *BatchInstancesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchInstancesResponse.ProtoReflect.Descriptor instead.
+func (*BatchInstancesResponse) Descriptor() ([]byte, []int) {
+	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BatchInstancesResponse) GetResults() []*InstanceResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_ccmrs_cloudprovider_v1_instances_proto protoreflect.FileDescriptor
 
 const file_ccmrs_cloudprovider_v1_instances_proto_rawDesc = "" +
 	"\n" +
-	"&ccmrs/cloudprovider/v1/instances.proto\x12\x16ccmrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"L\n" +
+	"&ccmrs/cloudprovider/v1/instances.proto\x12\x16ccmrs.cloudprovider.v1\x1a#ccmrs/cloudprovider/v1/errors.proto\x1a\"ccmrs/cloudprovider/v1/types.proto\"L\n" +
 	"\x15InstanceExistsRequest\x123\n" +
 	"\x04node\x18\x01 \x01(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x04node\"a\n" +
 	"\x16InstanceExistsResponse\x12G\n" +
@@ -552,7 +989,29 @@ const file_ccmrs_cloudprovider_v1_instances_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x01\n" +
 	"\x18InstanceMetadataResponse\x12D\n" +
 	"\bmetadata\x18\x01 \x01(\v2(.ccmrs.cloudprovider.v1.InstanceMetadataR\bmetadata\x12;\n" +
-	"\bwarnings\x18\x02 \x03(\v2\x1f.ccmrs.cloudprovider.v1.WarningR\bwarnings*y\n" +
+	"\bwarnings\x18\x02 \x03(\v2\x1f.ccmrs.cloudprovider.v1.WarningR\bwarnings\"\x9c\x01\n" +
+	"\rInstanceQuery\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\x04node\x18\x02 \x01(\v2\x1f.ccmrs.cloudprovider.v1.NodeRefR\x04node\x12D\n" +
+	"\bquestion\x18\x03 \x01(\x0e2(.ccmrs.cloudprovider.v1.InstanceQuestionR\bquestion\"X\n" +
+	"\x15BatchInstancesRequest\x12?\n" +
+	"\aqueries\x18\x01 \x03(\v2%.ccmrs.cloudprovider.v1.InstanceQueryR\aqueries\"\xb3\x01\n" +
+	"\n" +
+	"QueryError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12;\n" +
+	"\x06reason\x18\x02 \x01(\x0e2#.ccmrs.cloudprovider.v1.ErrorReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\x12$\n" +
+	"\x0eretry_delay_ms\x18\x05 \x01(\rR\fretryDelayMs\"\xd8\x02\n" +
+	"\x0eInstanceResult\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12N\n" +
+	"\texistence\x18\x02 \x01(\v2..ccmrs.cloudprovider.v1.InstanceExistsResponseH\x00R\texistence\x12N\n" +
+	"\bshutdown\x18\x03 \x01(\v20.ccmrs.cloudprovider.v1.InstanceShutdownResponseH\x00R\bshutdown\x12N\n" +
+	"\bmetadata\x18\x04 \x01(\v20.ccmrs.cloudprovider.v1.InstanceMetadataResponseH\x00R\bmetadata\x12:\n" +
+	"\x05error\x18\x05 \x01(\v2\".ccmrs.cloudprovider.v1.QueryErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"Z\n" +
+	"\x16BatchInstancesResponse\x12@\n" +
+	"\aresults\x18\x01 \x03(\v2&.ccmrs.cloudprovider.v1.InstanceResultR\aresults*y\n" +
 	"\x11InstanceExistence\x12\"\n" +
 	"\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n" +
@@ -560,11 +1019,17 @@ const file_ccmrs_cloudprovider_v1_instances_proto_rawDesc = "" +
 	"\x15InstanceShutdownState\x12'\n" +
 	"#INSTANCE_SHUTDOWN_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fINSTANCE_SHUTDOWN_STATE_RUNNING\x10\x01\x12%\n" +
-	"!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x022\xf1\x02\n" +
+	"!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x02*\x96\x01\n" +
+	"\x10InstanceQuestion\x12!\n" +
+	"\x1dINSTANCE_QUESTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bINSTANCE_QUESTION_EXISTENCE\x10\x01\x12\x1e\n" +
+	"\x1aINSTANCE_QUESTION_SHUTDOWN\x10\x02\x12\x1e\n" +
+	"\x1aINSTANCE_QUESTION_METADATA\x10\x032\xe2\x03\n" +
 	"\x10InstancesService\x12o\n" +
 	"\x0eInstanceExists\x12-.ccmrs.cloudprovider.v1.InstanceExistsRequest\x1a..ccmrs.cloudprovider.v1.InstanceExistsResponse\x12u\n" +
 	"\x10InstanceShutdown\x12/.ccmrs.cloudprovider.v1.InstanceShutdownRequest\x1a0.ccmrs.cloudprovider.v1.InstanceShutdownResponse\x12u\n" +
-	"\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a0.ccmrs.cloudprovider.v1.InstanceMetadataResponseB\xa2\x01\n" +
+	"\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a0.ccmrs.cloudprovider.v1.InstanceMetadataResponse\x12o\n" +
+	"\x0eBatchInstances\x12-.ccmrs.cloudprovider.v1.BatchInstancesRequest\x1a..ccmrs.cloudprovider.v1.BatchInstancesResponseB\xa2\x01\n" +
 	" io.github.ccmrs.cloudprovider.v1B\x0eInstancesProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16CcmRs.CloudProvider.V1b\x06proto3"
 
 var (
@@ -579,44 +1044,62 @@ func file_ccmrs_cloudprovider_v1_instances_proto_rawDescGZIP() []byte {
 	return file_ccmrs_cloudprovider_v1_instances_proto_rawDescData
 }
 
-var file_ccmrs_cloudprovider_v1_instances_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ccmrs_cloudprovider_v1_instances_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_ccmrs_cloudprovider_v1_instances_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_ccmrs_cloudprovider_v1_instances_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ccmrs_cloudprovider_v1_instances_proto_goTypes = []any{
 	(InstanceExistence)(0),           // 0: ccmrs.cloudprovider.v1.InstanceExistence
 	(InstanceShutdownState)(0),       // 1: ccmrs.cloudprovider.v1.InstanceShutdownState
-	(*InstanceExistsRequest)(nil),    // 2: ccmrs.cloudprovider.v1.InstanceExistsRequest
-	(*InstanceExistsResponse)(nil),   // 3: ccmrs.cloudprovider.v1.InstanceExistsResponse
-	(*InstanceShutdownRequest)(nil),  // 4: ccmrs.cloudprovider.v1.InstanceShutdownRequest
-	(*InstanceShutdownResponse)(nil), // 5: ccmrs.cloudprovider.v1.InstanceShutdownResponse
-	(*InstanceMetadataRequest)(nil),  // 6: ccmrs.cloudprovider.v1.InstanceMetadataRequest
-	(*InstanceMetadata)(nil),         // 7: ccmrs.cloudprovider.v1.InstanceMetadata
-	(*InstanceMetadataResponse)(nil), // 8: ccmrs.cloudprovider.v1.InstanceMetadataResponse
-	nil,                              // 9: ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
-	(*NodeRef)(nil),                  // 10: ccmrs.cloudprovider.v1.NodeRef
-	(*NodeAddress)(nil),              // 11: ccmrs.cloudprovider.v1.NodeAddress
-	(*Warning)(nil),                  // 12: ccmrs.cloudprovider.v1.Warning
+	(InstanceQuestion)(0),            // 2: ccmrs.cloudprovider.v1.InstanceQuestion
+	(*InstanceExistsRequest)(nil),    // 3: ccmrs.cloudprovider.v1.InstanceExistsRequest
+	(*InstanceExistsResponse)(nil),   // 4: ccmrs.cloudprovider.v1.InstanceExistsResponse
+	(*InstanceShutdownRequest)(nil),  // 5: ccmrs.cloudprovider.v1.InstanceShutdownRequest
+	(*InstanceShutdownResponse)(nil), // 6: ccmrs.cloudprovider.v1.InstanceShutdownResponse
+	(*InstanceMetadataRequest)(nil),  // 7: ccmrs.cloudprovider.v1.InstanceMetadataRequest
+	(*InstanceMetadata)(nil),         // 8: ccmrs.cloudprovider.v1.InstanceMetadata
+	(*InstanceMetadataResponse)(nil), // 9: ccmrs.cloudprovider.v1.InstanceMetadataResponse
+	(*InstanceQuery)(nil),            // 10: ccmrs.cloudprovider.v1.InstanceQuery
+	(*BatchInstancesRequest)(nil),    // 11: ccmrs.cloudprovider.v1.BatchInstancesRequest
+	(*QueryError)(nil),               // 12: ccmrs.cloudprovider.v1.QueryError
+	(*InstanceResult)(nil),           // 13: ccmrs.cloudprovider.v1.InstanceResult
+	(*BatchInstancesResponse)(nil),   // 14: ccmrs.cloudprovider.v1.BatchInstancesResponse
+	nil,                              // 15: ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*NodeRef)(nil),                  // 16: ccmrs.cloudprovider.v1.NodeRef
+	(*NodeAddress)(nil),              // 17: ccmrs.cloudprovider.v1.NodeAddress
+	(*Warning)(nil),                  // 18: ccmrs.cloudprovider.v1.Warning
+	(ErrorReason)(0),                 // 19: ccmrs.cloudprovider.v1.ErrorReason
 }
 var file_ccmrs_cloudprovider_v1_instances_proto_depIdxs = []int32{
-	10, // 0: ccmrs.cloudprovider.v1.InstanceExistsRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	16, // 0: ccmrs.cloudprovider.v1.InstanceExistsRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
 	0,  // 1: ccmrs.cloudprovider.v1.InstanceExistsResponse.existence:type_name -> ccmrs.cloudprovider.v1.InstanceExistence
-	10, // 2: ccmrs.cloudprovider.v1.InstanceShutdownRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	16, // 2: ccmrs.cloudprovider.v1.InstanceShutdownRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
 	1,  // 3: ccmrs.cloudprovider.v1.InstanceShutdownResponse.state:type_name -> ccmrs.cloudprovider.v1.InstanceShutdownState
-	10, // 4: ccmrs.cloudprovider.v1.InstanceMetadataRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
-	11, // 5: ccmrs.cloudprovider.v1.InstanceMetadata.node_addresses:type_name -> ccmrs.cloudprovider.v1.NodeAddress
-	9,  // 6: ccmrs.cloudprovider.v1.InstanceMetadata.additional_labels:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
-	7,  // 7: ccmrs.cloudprovider.v1.InstanceMetadataResponse.metadata:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata
-	12, // 8: ccmrs.cloudprovider.v1.InstanceMetadataResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
-	2,  // 9: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:input_type -> ccmrs.cloudprovider.v1.InstanceExistsRequest
-	4,  // 10: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> ccmrs.cloudprovider.v1.InstanceShutdownRequest
-	6,  // 11: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> ccmrs.cloudprovider.v1.InstanceMetadataRequest
-	3,  // 12: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:output_type -> ccmrs.cloudprovider.v1.InstanceExistsResponse
-	5,  // 13: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> ccmrs.cloudprovider.v1.InstanceShutdownResponse
-	8,  // 14: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> ccmrs.cloudprovider.v1.InstanceMetadataResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 4: ccmrs.cloudprovider.v1.InstanceMetadataRequest.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	17, // 5: ccmrs.cloudprovider.v1.InstanceMetadata.node_addresses:type_name -> ccmrs.cloudprovider.v1.NodeAddress
+	15, // 6: ccmrs.cloudprovider.v1.InstanceMetadata.additional_labels:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry
+	8,  // 7: ccmrs.cloudprovider.v1.InstanceMetadataResponse.metadata:type_name -> ccmrs.cloudprovider.v1.InstanceMetadata
+	18, // 8: ccmrs.cloudprovider.v1.InstanceMetadataResponse.warnings:type_name -> ccmrs.cloudprovider.v1.Warning
+	16, // 9: ccmrs.cloudprovider.v1.InstanceQuery.node:type_name -> ccmrs.cloudprovider.v1.NodeRef
+	2,  // 10: ccmrs.cloudprovider.v1.InstanceQuery.question:type_name -> ccmrs.cloudprovider.v1.InstanceQuestion
+	10, // 11: ccmrs.cloudprovider.v1.BatchInstancesRequest.queries:type_name -> ccmrs.cloudprovider.v1.InstanceQuery
+	19, // 12: ccmrs.cloudprovider.v1.QueryError.reason:type_name -> ccmrs.cloudprovider.v1.ErrorReason
+	4,  // 13: ccmrs.cloudprovider.v1.InstanceResult.existence:type_name -> ccmrs.cloudprovider.v1.InstanceExistsResponse
+	6,  // 14: ccmrs.cloudprovider.v1.InstanceResult.shutdown:type_name -> ccmrs.cloudprovider.v1.InstanceShutdownResponse
+	9,  // 15: ccmrs.cloudprovider.v1.InstanceResult.metadata:type_name -> ccmrs.cloudprovider.v1.InstanceMetadataResponse
+	12, // 16: ccmrs.cloudprovider.v1.InstanceResult.error:type_name -> ccmrs.cloudprovider.v1.QueryError
+	13, // 17: ccmrs.cloudprovider.v1.BatchInstancesResponse.results:type_name -> ccmrs.cloudprovider.v1.InstanceResult
+	3,  // 18: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:input_type -> ccmrs.cloudprovider.v1.InstanceExistsRequest
+	5,  // 19: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> ccmrs.cloudprovider.v1.InstanceShutdownRequest
+	7,  // 20: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> ccmrs.cloudprovider.v1.InstanceMetadataRequest
+	11, // 21: ccmrs.cloudprovider.v1.InstancesService.BatchInstances:input_type -> ccmrs.cloudprovider.v1.BatchInstancesRequest
+	4,  // 22: ccmrs.cloudprovider.v1.InstancesService.InstanceExists:output_type -> ccmrs.cloudprovider.v1.InstanceExistsResponse
+	6,  // 23: ccmrs.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> ccmrs.cloudprovider.v1.InstanceShutdownResponse
+	9,  // 24: ccmrs.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> ccmrs.cloudprovider.v1.InstanceMetadataResponse
+	14, // 25: ccmrs.cloudprovider.v1.InstancesService.BatchInstances:output_type -> ccmrs.cloudprovider.v1.BatchInstancesResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_ccmrs_cloudprovider_v1_instances_proto_init() }
@@ -624,14 +1107,21 @@ func file_ccmrs_cloudprovider_v1_instances_proto_init() {
 	if File_ccmrs_cloudprovider_v1_instances_proto != nil {
 		return
 	}
+	file_ccmrs_cloudprovider_v1_errors_proto_init()
 	file_ccmrs_cloudprovider_v1_types_proto_init()
+	file_ccmrs_cloudprovider_v1_instances_proto_msgTypes[10].OneofWrappers = []any{
+		(*InstanceResult_Existence)(nil),
+		(*InstanceResult_Shutdown)(nil),
+		(*InstanceResult_Metadata)(nil),
+		(*InstanceResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ccmrs_cloudprovider_v1_instances_proto_rawDesc), len(file_ccmrs_cloudprovider_v1_instances_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      3,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	InstancesService_InstanceExists_FullMethodName   = "/ccmrs.cloudprovider.v1.InstancesService/InstanceExists"
 	InstancesService_InstanceShutdown_FullMethodName = "/ccmrs.cloudprovider.v1.InstancesService/InstanceShutdown"
 	InstancesService_InstanceMetadata_FullMethodName = "/ccmrs.cloudprovider.v1.InstancesService/InstanceMetadata"
+	InstancesService_BatchInstances_FullMethodName   = "/ccmrs.cloudprovider.v1.InstancesService/BatchInstances"
 )
 
 // InstancesServiceClient is the client API for InstancesService service.
@@ -52,6 +53,25 @@ type InstancesServiceClient interface {
 	// The node's instance metadata. An instance that does not exist is
 	// answered with NOT_FOUND / INSTANCE_NOT_FOUND.
 	InstanceMetadata(ctx context.Context, in *InstanceMetadataRequest, opts ...grpc.CallOption) (*InstanceMetadataResponse, error)
+	// OPTIONAL (1.4.0), capability CAPABILITY_INSTANCES_BATCH. Answers many
+	// InstanceExists, InstanceShutdown and InstanceMetadata questions in one
+	// call, so a cloud whose API answers for many instances at once (one
+	// describe call for a page of ids) spends one quota unit instead of one
+	// per Node. Every query gets exactly one result: the answer the single
+	// call would give, or the error it would give. The provider MUST NOT fail
+	// the whole call because of one query (one unknown instance, one
+	// providerID it does not own): that query's result carries the error and
+	// the others their answers. The whole call fails only when the request
+	// itself breaks the contract (INVALID_REQUEST: no queries, more than 500,
+	// a key empty, longer than 253 bytes or given twice, a question
+	// UNSPECIFIED) or when no query could be answered (for example
+	// CLOUD_UNAVAILABLE, QUOTA_EXCEEDED), in which case the controller treats
+	// every query as having failed with that error. Results may come in any
+	// order; the controller matches them by key and treats a missing,
+	// unknown or repeated key, or a result that does not fit its question,
+	// as an invalid answer for the whole call (nothing is deleted on it).
+	// Deadline: 30 s.
+	BatchInstances(ctx context.Context, in *BatchInstancesRequest, opts ...grpc.CallOption) (*BatchInstancesResponse, error)
 }
 
 type instancesServiceClient struct {
@@ -92,6 +112,16 @@ func (c *instancesServiceClient) InstanceMetadata(ctx context.Context, in *Insta
 	return out, nil
 }
 
+func (c *instancesServiceClient) BatchInstances(ctx context.Context, in *BatchInstancesRequest, opts ...grpc.CallOption) (*BatchInstancesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchInstancesResponse)
+	err := c.cc.Invoke(ctx, InstancesService_BatchInstances_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InstancesServiceServer is the server API for InstancesService service.
 // All implementations must embed UnimplementedInstancesServiceServer
 // for forward compatibility.
@@ -117,6 +147,25 @@ type InstancesServiceServer interface {
 	// The node's instance metadata. An instance that does not exist is
 	// answered with NOT_FOUND / INSTANCE_NOT_FOUND.
 	InstanceMetadata(context.Context, *InstanceMetadataRequest) (*InstanceMetadataResponse, error)
+	// OPTIONAL (1.4.0), capability CAPABILITY_INSTANCES_BATCH. Answers many
+	// InstanceExists, InstanceShutdown and InstanceMetadata questions in one
+	// call, so a cloud whose API answers for many instances at once (one
+	// describe call for a page of ids) spends one quota unit instead of one
+	// per Node. Every query gets exactly one result: the answer the single
+	// call would give, or the error it would give. The provider MUST NOT fail
+	// the whole call because of one query (one unknown instance, one
+	// providerID it does not own): that query's result carries the error and
+	// the others their answers. The whole call fails only when the request
+	// itself breaks the contract (INVALID_REQUEST: no queries, more than 500,
+	// a key empty, longer than 253 bytes or given twice, a question
+	// UNSPECIFIED) or when no query could be answered (for example
+	// CLOUD_UNAVAILABLE, QUOTA_EXCEEDED), in which case the controller treats
+	// every query as having failed with that error. Results may come in any
+	// order; the controller matches them by key and treats a missing,
+	// unknown or repeated key, or a result that does not fit its question,
+	// as an invalid answer for the whole call (nothing is deleted on it).
+	// Deadline: 30 s.
+	BatchInstances(context.Context, *BatchInstancesRequest) (*BatchInstancesResponse, error)
 	mustEmbedUnimplementedInstancesServiceServer()
 }
 
@@ -135,6 +184,9 @@ func (UnimplementedInstancesServiceServer) InstanceShutdown(context.Context, *In
 }
 func (UnimplementedInstancesServiceServer) InstanceMetadata(context.Context, *InstanceMetadataRequest) (*InstanceMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InstanceMetadata not implemented")
+}
+func (UnimplementedInstancesServiceServer) BatchInstances(context.Context, *BatchInstancesRequest) (*BatchInstancesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchInstances not implemented")
 }
 func (UnimplementedInstancesServiceServer) mustEmbedUnimplementedInstancesServiceServer() {}
 func (UnimplementedInstancesServiceServer) testEmbeddedByValue()                          {}
@@ -211,6 +263,24 @@ func _InstancesService_InstanceMetadata_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InstancesService_BatchInstances_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchInstancesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstancesServiceServer).BatchInstances(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstancesService_BatchInstances_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstancesServiceServer).BatchInstances(ctx, req.(*BatchInstancesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InstancesService_ServiceDesc is the grpc.ServiceDesc for InstancesService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -229,6 +299,10 @@ var InstancesService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InstanceMetadata",
 			Handler:    _InstancesService_InstanceMetadata_Handler,
+		},
+		{
+			MethodName: "BatchInstances",
+			Handler:    _InstancesService_BatchInstances_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

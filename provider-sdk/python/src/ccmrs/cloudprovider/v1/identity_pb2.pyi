@@ -25,6 +25,7 @@ class Capability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CAPABILITY_CLUSTERS: _ClassVar[Capability]
     CAPABILITY_VOLUME_LABELS: _ClassVar[Capability]
     CAPABILITY_NODE_SETS: _ClassVar[Capability]
+    CAPABILITY_INSTANCES_BATCH: _ClassVar[Capability]
 
 class ProbeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -45,6 +46,7 @@ CAPABILITY_ZONES: Capability
 CAPABILITY_CLUSTERS: Capability
 CAPABILITY_VOLUME_LABELS: Capability
 CAPABILITY_NODE_SETS: Capability
+CAPABILITY_INSTANCES_BATCH: Capability
 PROBE_STATE_UNSPECIFIED: ProbeState
 PROBE_STATE_NOT_READY: ProbeState
 PROBE_STATE_STARTING: ProbeState

@@ -22,10 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from ccmrs.cloudprovider.v1 import errors_pb2 as ccmrs_dot_cloudprovider_dot_v1_dot_errors__pb2
 from ccmrs.cloudprovider.v1 import types_pb2 as ccmrs_dot_cloudprovider_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ccmrs/cloudprovider/v1/instances.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a\"ccmrs/cloudprovider/v1/types.proto\"F\n\x15InstanceExistsRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"V\n\x16InstanceExistsResponse\x12<\n\texistence\x18\x01 \x01(\x0e\x32).ccmrs.cloudprovider.v1.InstanceExistence\"H\n\x17InstanceShutdownRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"X\n\x18InstanceShutdownResponse\x12<\n\x05state\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.InstanceShutdownState\"H\n\x17InstanceMetadataRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\xad\x02\n\x10InstanceMetadata\x12\x13\n\x0bprovider_id\x18\x01 \x01(\t\x12\x15\n\rinstance_type\x18\x02 \x01(\t\x12;\n\x0enode_addresses\x18\x03 \x03(\x0b\x32#.ccmrs.cloudprovider.v1.NodeAddress\x12\x0c\n\x04zone\x18\x04 \x01(\t\x12\x0e\n\x06region\x18\x05 \x01(\t\x12Y\n\x11\x61\x64\x64itional_labels\x18\x06 \x03(\x0b\x32>.ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry\x1a\x37\n\x15\x41\x64\x64itionalLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x89\x01\n\x18InstanceMetadataResponse\x12:\n\x08metadata\x18\x01 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.InstanceMetadata\x12\x31\n\x08warnings\x18\x02 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Warning*y\n\x11InstanceExistence\x12\"\n\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n\x1dINSTANCE_EXISTENCE_NOT_EXISTS\x10\x02*\x8c\x01\n\x15InstanceShutdownState\x12\'\n#INSTANCE_SHUTDOWN_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fINSTANCE_SHUTDOWN_STATE_RUNNING\x10\x01\x12%\n!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x02\x32\xf1\x02\n\x10InstancesService\x12o\n\x0eInstanceExists\x12-.ccmrs.cloudprovider.v1.InstanceExistsRequest\x1a..ccmrs.cloudprovider.v1.InstanceExistsResponse\x12u\n\x10InstanceShutdown\x12/.ccmrs.cloudprovider.v1.InstanceShutdownRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceShutdownResponse\x12u\n\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceMetadataResponseB\xa2\x01\n io.github.ccmrs.cloudprovider.v1B\x0eInstancesProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ccmrs/cloudprovider/v1/instances.proto\x12\x16\x63\x63mrs.cloudprovider.v1\x1a#ccmrs/cloudprovider/v1/errors.proto\x1a\"ccmrs/cloudprovider/v1/types.proto\"F\n\x15InstanceExistsRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"V\n\x16InstanceExistsResponse\x12<\n\texistence\x18\x01 \x01(\x0e\x32).ccmrs.cloudprovider.v1.InstanceExistence\"H\n\x17InstanceShutdownRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"X\n\x18InstanceShutdownResponse\x12<\n\x05state\x18\x01 \x01(\x0e\x32-.ccmrs.cloudprovider.v1.InstanceShutdownState\"H\n\x17InstanceMetadataRequest\x12-\n\x04node\x18\x01 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\"\xad\x02\n\x10InstanceMetadata\x12\x13\n\x0bprovider_id\x18\x01 \x01(\t\x12\x15\n\rinstance_type\x18\x02 \x01(\t\x12;\n\x0enode_addresses\x18\x03 \x03(\x0b\x32#.ccmrs.cloudprovider.v1.NodeAddress\x12\x0c\n\x04zone\x18\x04 \x01(\t\x12\x0e\n\x06region\x18\x05 \x01(\t\x12Y\n\x11\x61\x64\x64itional_labels\x18\x06 \x03(\x0b\x32>.ccmrs.cloudprovider.v1.InstanceMetadata.AdditionalLabelsEntry\x1a\x37\n\x15\x41\x64\x64itionalLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x89\x01\n\x18InstanceMetadataResponse\x12:\n\x08metadata\x18\x01 \x01(\x0b\x32(.ccmrs.cloudprovider.v1.InstanceMetadata\x12\x31\n\x08warnings\x18\x02 \x03(\x0b\x32\x1f.ccmrs.cloudprovider.v1.Warning\"\x87\x01\n\rInstanceQuery\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x04node\x18\x02 \x01(\x0b\x32\x1f.ccmrs.cloudprovider.v1.NodeRef\x12:\n\x08question\x18\x03 \x01(\x0e\x32(.ccmrs.cloudprovider.v1.InstanceQuestion\"O\n\x15\x42\x61tchInstancesRequest\x12\x36\n\x07queries\x18\x01 \x03(\x0b\x32%.ccmrs.cloudprovider.v1.InstanceQuery\"\x87\x01\n\nQueryError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x33\n\x06reason\x18\x02 \x01(\x0e\x32#.ccmrs.cloudprovider.v1.ErrorReason\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05\x66ield\x18\x04 \x01(\t\x12\x16\n\x0eretry_delay_ms\x18\x05 \x01(\r\"\xad\x02\n\x0eInstanceResult\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x43\n\texistence\x18\x02 \x01(\x0b\x32..ccmrs.cloudprovider.v1.InstanceExistsResponseH\x00\x12\x44\n\x08shutdown\x18\x03 \x01(\x0b\x32\x30.ccmrs.cloudprovider.v1.InstanceShutdownResponseH\x00\x12\x44\n\x08metadata\x18\x04 \x01(\x0b\x32\x30.ccmrs.cloudprovider.v1.InstanceMetadataResponseH\x00\x12\x33\n\x05\x65rror\x18\x05 \x01(\x0b\x32\".ccmrs.cloudprovider.v1.QueryErrorH\x00\x42\x08\n\x06result\"Q\n\x16\x42\x61tchInstancesResponse\x12\x37\n\x07results\x18\x01 \x03(\x0b\x32&.ccmrs.cloudprovider.v1.InstanceResult*y\n\x11InstanceExistence\x12\"\n\x1eINSTANCE_EXISTENCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19INSTANCE_EXISTENCE_EXISTS\x10\x01\x12!\n\x1dINSTANCE_EXISTENCE_NOT_EXISTS\x10\x02*\x8c\x01\n\x15InstanceShutdownState\x12\'\n#INSTANCE_SHUTDOWN_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fINSTANCE_SHUTDOWN_STATE_RUNNING\x10\x01\x12%\n!INSTANCE_SHUTDOWN_STATE_SHUT_DOWN\x10\x02*\x96\x01\n\x10InstanceQuestion\x12!\n\x1dINSTANCE_QUESTION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINSTANCE_QUESTION_EXISTENCE\x10\x01\x12\x1e\n\x1aINSTANCE_QUESTION_SHUTDOWN\x10\x02\x12\x1e\n\x1aINSTANCE_QUESTION_METADATA\x10\x03\x32\xe2\x03\n\x10InstancesService\x12o\n\x0eInstanceExists\x12-.ccmrs.cloudprovider.v1.InstanceExistsRequest\x1a..ccmrs.cloudprovider.v1.InstanceExistsResponse\x12u\n\x10InstanceShutdown\x12/.ccmrs.cloudprovider.v1.InstanceShutdownRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceShutdownResponse\x12u\n\x10InstanceMetadata\x12/.ccmrs.cloudprovider.v1.InstanceMetadataRequest\x1a\x30.ccmrs.cloudprovider.v1.InstanceMetadataResponse\x12o\n\x0e\x42\x61tchInstances\x12-.ccmrs.cloudprovider.v1.BatchInstancesRequest\x1a..ccmrs.cloudprovider.v1.BatchInstancesResponseB\xa2\x01\n io.github.ccmrs.cloudprovider.v1B\x0eInstancesProtoP\x01ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\xaa\x02\x16\x43\x63mRs.CloudProvider.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,26 +36,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n io.github.ccmrs.cloudprovider.v1B\016InstancesProtoP\001ZSgithub.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1;cloudproviderv1\252\002\026CcmRs.CloudProvider.V1'
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._loaded_options = None
   _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_options = b'8\001'
-  _globals['_INSTANCEEXISTENCE']._serialized_start=944
-  _globals['_INSTANCEEXISTENCE']._serialized_end=1065
-  _globals['_INSTANCESHUTDOWNSTATE']._serialized_start=1068
-  _globals['_INSTANCESHUTDOWNSTATE']._serialized_end=1208
-  _globals['_INSTANCEEXISTSREQUEST']._serialized_start=102
-  _globals['_INSTANCEEXISTSREQUEST']._serialized_end=172
-  _globals['_INSTANCEEXISTSRESPONSE']._serialized_start=174
-  _globals['_INSTANCEEXISTSRESPONSE']._serialized_end=260
-  _globals['_INSTANCESHUTDOWNREQUEST']._serialized_start=262
-  _globals['_INSTANCESHUTDOWNREQUEST']._serialized_end=334
-  _globals['_INSTANCESHUTDOWNRESPONSE']._serialized_start=336
-  _globals['_INSTANCESHUTDOWNRESPONSE']._serialized_end=424
-  _globals['_INSTANCEMETADATAREQUEST']._serialized_start=426
-  _globals['_INSTANCEMETADATAREQUEST']._serialized_end=498
-  _globals['_INSTANCEMETADATA']._serialized_start=501
-  _globals['_INSTANCEMETADATA']._serialized_end=802
-  _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_start=747
-  _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_end=802
-  _globals['_INSTANCEMETADATARESPONSE']._serialized_start=805
-  _globals['_INSTANCEMETADATARESPONSE']._serialized_end=942
-  _globals['_INSTANCESSERVICE']._serialized_start=1211
-  _globals['_INSTANCESSERVICE']._serialized_end=1580
+  _globals['_INSTANCEEXISTENCE']._serialized_start=1725
+  _globals['_INSTANCEEXISTENCE']._serialized_end=1846
+  _globals['_INSTANCESHUTDOWNSTATE']._serialized_start=1849
+  _globals['_INSTANCESHUTDOWNSTATE']._serialized_end=1989
+  _globals['_INSTANCEQUESTION']._serialized_start=1992
+  _globals['_INSTANCEQUESTION']._serialized_end=2142
+  _globals['_INSTANCEEXISTSREQUEST']._serialized_start=139
+  _globals['_INSTANCEEXISTSREQUEST']._serialized_end=209
+  _globals['_INSTANCEEXISTSRESPONSE']._serialized_start=211
+  _globals['_INSTANCEEXISTSRESPONSE']._serialized_end=297
+  _globals['_INSTANCESHUTDOWNREQUEST']._serialized_start=299
+  _globals['_INSTANCESHUTDOWNREQUEST']._serialized_end=371
+  _globals['_INSTANCESHUTDOWNRESPONSE']._serialized_start=373
+  _globals['_INSTANCESHUTDOWNRESPONSE']._serialized_end=461
+  _globals['_INSTANCEMETADATAREQUEST']._serialized_start=463
+  _globals['_INSTANCEMETADATAREQUEST']._serialized_end=535
+  _globals['_INSTANCEMETADATA']._serialized_start=538
+  _globals['_INSTANCEMETADATA']._serialized_end=839
+  _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_start=784
+  _globals['_INSTANCEMETADATA_ADDITIONALLABELSENTRY']._serialized_end=839
+  _globals['_INSTANCEMETADATARESPONSE']._serialized_start=842
+  _globals['_INSTANCEMETADATARESPONSE']._serialized_end=979
+  _globals['_INSTANCEQUERY']._serialized_start=982
+  _globals['_INSTANCEQUERY']._serialized_end=1117
+  _globals['_BATCHINSTANCESREQUEST']._serialized_start=1119
+  _globals['_BATCHINSTANCESREQUEST']._serialized_end=1198
+  _globals['_QUERYERROR']._serialized_start=1201
+  _globals['_QUERYERROR']._serialized_end=1336
+  _globals['_INSTANCERESULT']._serialized_start=1339
+  _globals['_INSTANCERESULT']._serialized_end=1640
+  _globals['_BATCHINSTANCESRESPONSE']._serialized_start=1642
+  _globals['_BATCHINSTANCESRESPONSE']._serialized_end=1723
+  _globals['_INSTANCESSERVICE']._serialized_start=2145
+  _globals['_INSTANCESSERVICE']._serialized_end=2627
 # @@protoc_insertion_point(module_scope)

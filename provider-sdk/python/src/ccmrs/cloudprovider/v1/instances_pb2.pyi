@@ -1,3 +1,4 @@
+from ccmrs.cloudprovider.v1 import errors_pb2 as _errors_pb2
 from ccmrs.cloudprovider.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -19,12 +20,23 @@ class InstanceShutdownState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INSTANCE_SHUTDOWN_STATE_UNSPECIFIED: _ClassVar[InstanceShutdownState]
     INSTANCE_SHUTDOWN_STATE_RUNNING: _ClassVar[InstanceShutdownState]
     INSTANCE_SHUTDOWN_STATE_SHUT_DOWN: _ClassVar[InstanceShutdownState]
+
+class InstanceQuestion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INSTANCE_QUESTION_UNSPECIFIED: _ClassVar[InstanceQuestion]
+    INSTANCE_QUESTION_EXISTENCE: _ClassVar[InstanceQuestion]
+    INSTANCE_QUESTION_SHUTDOWN: _ClassVar[InstanceQuestion]
+    INSTANCE_QUESTION_METADATA: _ClassVar[InstanceQuestion]
 INSTANCE_EXISTENCE_UNSPECIFIED: InstanceExistence
 INSTANCE_EXISTENCE_EXISTS: InstanceExistence
 INSTANCE_EXISTENCE_NOT_EXISTS: InstanceExistence
 INSTANCE_SHUTDOWN_STATE_UNSPECIFIED: InstanceShutdownState
 INSTANCE_SHUTDOWN_STATE_RUNNING: InstanceShutdownState
 INSTANCE_SHUTDOWN_STATE_SHUT_DOWN: InstanceShutdownState
+INSTANCE_QUESTION_UNSPECIFIED: InstanceQuestion
+INSTANCE_QUESTION_EXISTENCE: InstanceQuestion
+INSTANCE_QUESTION_SHUTDOWN: InstanceQuestion
+INSTANCE_QUESTION_METADATA: InstanceQuestion
 
 class InstanceExistsRequest(_message.Message):
     __slots__ = ("node",)
@@ -86,3 +98,53 @@ class InstanceMetadataResponse(_message.Message):
     metadata: InstanceMetadata
     warnings: _containers.RepeatedCompositeFieldContainer[_types_pb2.Warning]
     def __init__(self, metadata: _Optional[_Union[InstanceMetadata, _Mapping]] = ..., warnings: _Optional[_Iterable[_Union[_types_pb2.Warning, _Mapping]]] = ...) -> None: ...
+
+class InstanceQuery(_message.Message):
+    __slots__ = ("key", "node", "question")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    node: _types_pb2.NodeRef
+    question: InstanceQuestion
+    def __init__(self, key: _Optional[str] = ..., node: _Optional[_Union[_types_pb2.NodeRef, _Mapping]] = ..., question: _Optional[_Union[InstanceQuestion, str]] = ...) -> None: ...
+
+class BatchInstancesRequest(_message.Message):
+    __slots__ = ("queries",)
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    queries: _containers.RepeatedCompositeFieldContainer[InstanceQuery]
+    def __init__(self, queries: _Optional[_Iterable[_Union[InstanceQuery, _Mapping]]] = ...) -> None: ...
+
+class QueryError(_message.Message):
+    __slots__ = ("code", "reason", "message", "field", "retry_delay_ms")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    RETRY_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    reason: _errors_pb2.ErrorReason
+    message: str
+    field: str
+    retry_delay_ms: int
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[_Union[_errors_pb2.ErrorReason, str]] = ..., message: _Optional[str] = ..., field: _Optional[str] = ..., retry_delay_ms: _Optional[int] = ...) -> None: ...
+
+class InstanceResult(_message.Message):
+    __slots__ = ("key", "existence", "shutdown", "metadata", "error")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EXISTENCE_FIELD_NUMBER: _ClassVar[int]
+    SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    existence: InstanceExistsResponse
+    shutdown: InstanceShutdownResponse
+    metadata: InstanceMetadataResponse
+    error: QueryError
+    def __init__(self, key: _Optional[str] = ..., existence: _Optional[_Union[InstanceExistsResponse, _Mapping]] = ..., shutdown: _Optional[_Union[InstanceShutdownResponse, _Mapping]] = ..., metadata: _Optional[_Union[InstanceMetadataResponse, _Mapping]] = ..., error: _Optional[_Union[QueryError, _Mapping]] = ...) -> None: ...
+
+class BatchInstancesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[InstanceResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[InstanceResult, _Mapping]]] = ...) -> None: ...

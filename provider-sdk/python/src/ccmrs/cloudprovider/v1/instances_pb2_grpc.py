@@ -54,6 +54,11 @@ class InstancesServiceStub:
                 request_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataRequest.SerializeToString,
                 response_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataResponse.FromString,
                 _registered_method=True)
+        self.BatchInstances = channel.unary_unary(
+                '/ccmrs.cloudprovider.v1.InstancesService/BatchInstances',
+                request_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesRequest.SerializeToString,
+                response_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesResponse.FromString,
+                _registered_method=True)
 
 
 class InstancesServiceServicer:
@@ -94,6 +99,30 @@ class InstancesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchInstances(self, request, context):
+        """OPTIONAL (1.4.0), capability CAPABILITY_INSTANCES_BATCH. Answers many
+        InstanceExists, InstanceShutdown and InstanceMetadata questions in one
+        call, so a cloud whose API answers for many instances at once (one
+        describe call for a page of ids) spends one quota unit instead of one
+        per Node. Every query gets exactly one result: the answer the single
+        call would give, or the error it would give. The provider MUST NOT fail
+        the whole call because of one query (one unknown instance, one
+        providerID it does not own): that query's result carries the error and
+        the others their answers. The whole call fails only when the request
+        itself breaks the contract (INVALID_REQUEST: no queries, more than 500,
+        a key empty, longer than 253 bytes or given twice, a question
+        UNSPECIFIED) or when no query could be answered (for example
+        CLOUD_UNAVAILABLE, QUOTA_EXCEEDED), in which case the controller treats
+        every query as having failed with that error. Results may come in any
+        order; the controller matches them by key and treats a missing,
+        unknown or repeated key, or a result that does not fit its question,
+        as an invalid answer for the whole call (nothing is deleted on it).
+        Deadline: 30 s.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InstancesServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +140,11 @@ def add_InstancesServiceServicer_to_server(servicer, server):
                     servicer.InstanceMetadata,
                     request_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataRequest.FromString,
                     response_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataResponse.SerializeToString,
+            ),
+            'BatchInstances': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchInstances,
+                    request_deserializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesRequest.FromString,
+                    response_serializer=ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -199,6 +233,33 @@ class InstancesService:
             '/ccmrs.cloudprovider.v1.InstancesService/InstanceMetadata',
             ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataRequest.SerializeToString,
             ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.InstanceMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchInstances(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccmrs.cloudprovider.v1.InstancesService/BatchInstances',
+            ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesRequest.SerializeToString,
+            ccmrs_dot_cloudprovider_dot_v1_dot_instances__pb2.BatchInstancesResponse.FromString,
             options,
             channel_credentials,
             insecure,
