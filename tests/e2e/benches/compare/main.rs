@@ -296,8 +296,15 @@ async fn main() {
     }
     println!();
     println!(
-        "Machine: {} cores; Ensure latency {ensure_ms} ms on both sides; {runs} runs each, alternating. Ratio = upstream ÷ ours (above 1: ours faster or smaller).",
-        std::thread::available_parallelism().map_or(0, |p| p.get())
+        "Machine: {} cores; Ensure latency {ensure_ms} ms on both sides; {}. Ratio = upstream ÷ ours (above 1: ours faster or smaller).",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        if standard {
+            format!(
+                "{runs} runs each in the standard scenarios, alternating; quota and steady state once each"
+            )
+        } else {
+            "quota and steady state once each".to_owned()
+        }
     );
     if let Some(q) = &quotas {
         quota::print(q);

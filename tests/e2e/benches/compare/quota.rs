@@ -106,7 +106,7 @@ pub(crate) async fn quota_once(
                 quota.qps,
                 start.elapsed()
             );
-            next_report += Duration::from_secs(30);
+            next_report = Instant::now() + Duration::from_secs(30);
         }
     }
     let total_time = (initialised == n).then(|| last - start);
@@ -247,6 +247,12 @@ pub(crate) fn print(runs: &QuotaRuns) {
             time(ours),
             time(up)
         );
+        if ours.total.is_none() || up.total.is_none() {
+            println!(
+                "| Nodes initialised by the deadline | {} | {} | |",
+                ours.initialised, up.initialised
+            );
+        }
         let (o, u) = (ours.cloud(), up.cloud());
         let r = |a: u64, b: u64| {
             if a > 0 {
