@@ -20,7 +20,7 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
     let h = Harness::start(
         FakeConfig::default(),
         &[
-            "--controllers=cloud-node,service-lb",
+            "--controllers=cloud-node,service",
             "--concurrent-node-syncs=64",
             "--provider-qps=4",
             "--provider-burst=1",
@@ -60,16 +60,6 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
         waiting > 0,
         "the load balancer came only after every Node's initialisation"
     );
-    // The call log says the same: the Service's load balancer calls went
-    // before the last Nodes' metadata.
-    let calls = h.fake.calls();
-    let seq_of = |m: Method| calls.iter().filter(move |c| c.method == m).map(|c| c.seq);
-    let ensured = seq_of(Method::EnsureLoadBalancer).min().expect("ensured");
-    let last_metadata = seq_of(Method::InstanceMetadata).max().unwrap();
-    assert!(
-        ensured < last_metadata,
-        "EnsureLoadBalancer #{ensured} after the last InstanceMetadata #{last_metadata}"
-    );
     eventually("every Node initialised", || async {
         match h.initialised_count(&names).await {
             n if n == names.len() => Ok(()),
@@ -77,6 +67,18 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
         }
     })
     .await;
+    // The call log says the same: the Service's load balancer calls went
+    // before the last Nodes' metadata.
+    let calls = h.fake.calls();
+    let seq_of = |m: Method| calls.iter().filter(move |c| c.method == m).map(|c| c.seq);
+    let ensured = seq_of(Method::EnsureLoadBalancer).min().expect("ensured");
+    let metadata_after = seq_of(Method::InstanceMetadata)
+        .filter(|s| *s > ensured)
+        .count();
+    assert!(
+        metadata_after >= names.len() / 2,
+        "only {metadata_after} InstanceMetadata calls after EnsureLoadBalancer #{ensured}"
+    );
     h.stop().await;
 }
 
