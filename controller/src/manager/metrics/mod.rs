@@ -592,6 +592,42 @@ mod tests {
         assert_eq!(service_of("NoSuchRpc"), "Unknown");
     }
 
+    #[tokio::test]
+    async fn the_call_budget_is_recorded_by_lane_and_method_and_its_state_scraped() {
+        let mut registry = Registry::default();
+        let m = ProviderMetrics::register(&mut registry).for_provider("cloud");
+        m.budget_waited("InstanceMetadata", Lane::Refresh, Duration::from_millis(3));
+        m.budget_exhausted("EnsureLoadBalancer", Lane::LoadBalancers, Duration::ZERO);
+        m.budget_held("InstanceMetadata", Duration::from_secs(2));
+        let client = ccm_provider_sdk::ProviderClient::connect_lazy(
+            "unix:///nonexistent.sock",
+            ccm_provider_sdk::ClientOptions {
+                budget: Some(ccm_provider_sdk::client::CallBudget { qps: 5.0, burst: 7 }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        registry.register_collector(Box::new(scraped::CallBudgets(vec![(
+            ProviderLabel::named("cloud"),
+            client,
+        )])));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"ccm_provider_budget_wait_seconds_count{service="Instances",method="InstanceMetadata",lane="refresh",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_exhausted_total{service="LoadBalancer",method="EnsureLoadBalancer",lane="load_balancers",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_holds_total{service="Instances",method="InstanceMetadata",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_held_seconds_total{provider="cloud"} 2.0"#,
+            r#"ccm_provider_budget_tokens{provider="cloud"} 7"#,
+            r#"ccm_provider_budget_burst{provider="cloud"} 7"#,
+            r#"ccm_provider_budget_qps{provider="cloud"} 5"#,
+            r#"ccm_provider_budget_waiting{lane="node_init",provider="cloud"} 0"#,
+            r#"ccm_provider_budget_hold_remaining_seconds{provider="cloud"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
+
     #[test]
     fn provider_calls_are_recorded_by_method_and_code() {
         let mut registry = Registry::default();
