@@ -264,6 +264,20 @@ pub struct ProviderArgs {
     /// provider, with several).
     #[arg(long, default_value = "64", value_parser = positive::<NonZeroUsize>("--provider-max-concurrency must be a positive number"))]
     pub provider_max_concurrency: NonZeroUsize,
+
+    /// The call budget: calls per second to the provider, on average
+    /// (a token bucket; Probe and the handshake are not counted). When it
+    /// is short, calls wait by priority: load balancers, then new Nodes,
+    /// then lifecycle checks, then periodic refreshes. QPS for every
+    /// provider, or NAME=QPS for one (with --provider). Unset: unlimited.
+    #[arg(long, global = true, value_name = "[NAME=]QPS", value_parser = providers::for_any_or_one(providers::qps))]
+    pub provider_qps: Vec<(Option<String>, f64)>,
+
+    /// Calls the budget allows at once, after a quiet spell. BURST for
+    /// every provider, or NAME=BURST for one; needs --provider-qps for it.
+    /// [default: the QPS rounded up, at least 1]
+    #[arg(long, global = true, value_name = "[NAME=]BURST", value_parser = providers::for_any_or_one(providers::burst))]
+    pub provider_burst: Vec<(Option<String>, u32)>,
 }
 
 /// Opt-in cluster access for the provider (ours): a kubeconfig with a
@@ -488,10 +502,16 @@ impl Options {
     /// The providers to connect to and the routing table: the `--provider`s,
     /// or the one behind `--provider-endpoint`.
     pub fn providers(&self) -> Result<Providers, ConfigError> {
-        self.providers.providers(
+        let providers = self.providers.providers(
             self.provider.endpoint(),
             self.provider.provider_endpoint.is_some(),
-        )
+        )?;
+        providers::check_budget_flags(
+            &self.provider.provider_qps,
+            &self.provider.provider_burst,
+            &providers,
+        )?;
+        Ok(providers)
     }
 
     /// The log format: `--log-format`, else `--logging-format`, else plain.
@@ -562,6 +582,18 @@ impl ProviderArgs {
         self.provider_endpoint
             .as_deref()
             .unwrap_or(ccm_provider_sdk::DEFAULT_ENDPOINT)
+    }
+
+    /// The call budget of the provider `name` (`default` with one):
+    /// `None` when unlimited. The flags are checked by
+    /// [`Options::validate`].
+    pub fn call_budget(&self, name: &str) -> Option<ccm_provider_sdk::client::CallBudget> {
+        let qps = *providers::given_for_any_or(&self.provider_qps, name)?;
+        let burst = providers::given_for_any_or(&self.provider_burst, name)
+            .copied()
+            // One second's worth.
+            .unwrap_or_else(|| (qps.ceil() as u32).max(1));
+        Some(ccm_provider_sdk::client::CallBudget { qps, burst })
     }
 
     /// The client's deadlines and limits from the flags.

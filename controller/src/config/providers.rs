@@ -256,6 +256,97 @@ fn keyed<T>(
     }
 }
 
+/// A parser of `VALUE` (every provider) or `NAME=VALUE` (one), VALUE by
+/// `value`: the call budget's flags.
+pub(super) fn for_any_or_one<T>(
+    value: impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+) -> impl Fn(&str) -> Result<(Option<String>, T), String> + Clone + Send + Sync + 'static {
+    move |s| match s.split_once('=') {
+        Some((name, v)) => Ok((Some(provider_name(name)?), value(v)?)),
+        None => Ok((None, value(s)?)),
+    }
+}
+
+/// The value a `[NAME=]VALUE` flag gives the provider `name`: its own,
+/// else the one for every provider.
+pub(super) fn given_for_any_or<'a, T>(
+    flag: &'a [(Option<String>, T)],
+    name: &str,
+) -> Option<&'a T> {
+    flag.iter()
+        .find(|(n, _)| n.as_deref() == Some(name))
+        .or_else(|| flag.iter().find(|(n, _)| n.is_none()))
+        .map(|(_, v)| v)
+}
+
+pub(super) fn qps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
+        _ => Err(format!(
+            "{s:?} is not a positive number of calls per second"
+        )),
+    }
+}
+
+pub(super) fn burst(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(b) if b > 0 => Ok(b),
+        _ => Err(format!("{s:?} is not a positive whole number of calls")),
+    }
+}
+
+/// `--provider-qps` and `--provider-burst` against the providers: a
+/// NAME= only with --provider and naming one, each once, and no burst
+/// without a rate.
+pub(super) fn check_budget_flags(
+    qps: &[(Option<String>, f64)],
+    burst: &[(Option<String>, u32)],
+    providers: &Providers,
+) -> Result<(), ConfigError> {
+    let err = |m: String| Err(ConfigError::Providers(m));
+    fn keys<T>(v: &[(Option<String>, T)]) -> Vec<Option<&str>> {
+        v.iter().map(|(n, _)| n.as_deref()).collect()
+    }
+    for (flag, given) in [
+        ("--provider-qps", keys(qps)),
+        ("--provider-burst", keys(burst)),
+    ] {
+        for (i, name) in given.iter().enumerate() {
+            if given[..i].contains(name) {
+                return match name {
+                    Some(name) => err(format!("{flag} {name}=… is given twice")),
+                    None => err(format!("{flag} is given twice for every provider")),
+                };
+            }
+            let Some(name) = name else { continue };
+            if !providers.is_hybrid() {
+                return err(format!(
+                    "{flag} {name}=…: there is no --provider; with one provider give {flag} without a name"
+                ));
+            }
+            if !providers.endpoints.iter().any(|e| e.name == *name) {
+                return err(format!(
+                    "{flag} {name}=…: no --provider is named {name:?} (configured: {})",
+                    names(&providers.endpoints)
+                ));
+            }
+        }
+    }
+    for e in &providers.endpoints {
+        if given_for_any_or(burst, &e.name).is_some() && given_for_any_or(qps, &e.name).is_none() {
+            let flag = if providers.is_hybrid() {
+                format!("--provider-burst {}=…", e.name)
+            } else {
+                "--provider-burst".to_owned()
+            };
+            return err(format!(
+                "{flag}: a burst needs a rate; give --provider-qps for that provider too"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn platforms(s: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for p in s.split(',').map(str::trim) {
@@ -512,5 +603,80 @@ mod tests {
         for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"x".repeat(64)] {
             assert!(!is_dns_label(bad), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use ccm_provider_sdk::client::CallBudget;
+    use clap::Parser;
+
+    use crate::config::Options;
+
+    fn options(flags: &[&str]) -> Result<Options, String> {
+        let mut all = vec!["ccm"];
+        all.extend(flags);
+        let o = Options::try_parse_from(all).map_err(|e| e.to_string())?;
+        o.providers().map_err(|e| e.to_string())?;
+        Ok(o)
+    }
+
+    const TWO: [&str; 4] = [
+        "--provider",
+        "a=unix:///run/a.sock",
+        "--provider",
+        "b=unix:///run/b.sock",
+    ];
+
+    #[test]
+    fn the_budget_is_unlimited_unless_given_for_every_provider_or_one() {
+        let budget = |qps, burst| Some(CallBudget { qps, burst });
+        let o = options(&[]).unwrap();
+        assert_eq!(o.provider.call_budget("default"), None);
+        // The burst defaults to one second's worth.
+        let o = options(&["--provider-qps", "2.5"]).unwrap();
+        assert_eq!(o.provider.call_budget("default"), budget(2.5, 3));
+        let o = options(&["--provider-qps", "0.2", "--provider-burst", "4"]).unwrap();
+        assert_eq!(o.provider.call_budget("default"), budget(0.2, 4));
+        let mut flags = TWO.to_vec();
+        flags.extend(["--provider-qps", "b=1", "--provider-burst", "b=5"]);
+        let o = options(&flags).unwrap();
+        assert_eq!(o.provider.call_budget("a"), None);
+        assert_eq!(o.provider.call_budget("b"), budget(1.0, 5));
+        // A value without a name is every other provider's.
+        flags.extend(["--provider-qps", "20"]);
+        let o = options(&flags).unwrap();
+        assert_eq!(o.provider.call_budget("a"), budget(20.0, 20));
+        assert_eq!(o.provider.call_budget("b"), budget(1.0, 5));
+    }
+
+    #[test]
+    fn budget_flags_that_cannot_apply_are_refused() {
+        let refused = |flags: &[&str], says: &str| {
+            let err = options(flags).err().unwrap_or_default();
+            assert!(err.contains(says), "{flags:?}: {err}");
+        };
+        refused(&["--provider-qps", "0"], "not a positive number");
+        refused(&["--provider-qps", "inf"], "not a positive number");
+        refused(&["--provider-burst", "0"], "not a positive whole number");
+        refused(&["--provider-burst", "5"], "a burst needs a rate");
+        refused(&["--provider-qps", "a=1"], "there is no --provider");
+        let with = |extra: &[&'static str]| {
+            let mut f = TWO.to_vec();
+            f.extend(extra);
+            f
+        };
+        refused(
+            &with(&["--provider-qps", "c=1"]),
+            "no --provider is named \"c\"",
+        );
+        refused(
+            &with(&["--provider-qps", "a=1", "--provider-qps", "a=2"]),
+            "given twice",
+        );
+        refused(
+            &with(&["--provider-qps", "a=1", "--provider-burst", "b=2"]),
+            "--provider-burst b=…: a burst needs a rate",
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod service_lb;
 use std::sync::Arc;
 
 use ccm_provider_sdk::ProviderClient;
+use ccm_provider_sdk::client::Lane;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -49,6 +50,20 @@ pub struct Shared {
     pub scope: crate::providers::Scope,
 }
 
+/// The lane of the call budget the controller `name`'s provider calls wait
+/// in: what a person waits for first (a Service's load balancer, a new
+/// Node, a new volume's labels), then lifecycle checks, then periodic
+/// work. The cloud-node controller's address refresh and the service-lb
+/// controller's orphan sweeper take clones in [`Lane::Refresh`].
+pub fn lane(name: ControllerName) -> Lane {
+    match name {
+        ControllerName::ServiceLb => Lane::LoadBalancers,
+        ControllerName::CloudNode | ControllerName::PvLabel => Lane::NodeInit,
+        ControllerName::CloudNodeLifecycle => Lane::Lifecycle,
+        ControllerName::NodeRoute => Lane::Refresh,
+    }
+}
+
 /// The controller `name` as one task that runs until the process stops.
 /// `node_events` is its subscription to the Node watch when
 /// [`ControllerName::follows_node_events`].
@@ -62,7 +77,7 @@ pub fn start(
     let ctx = Context::new(
         shared.client.clone(),
         crate::providers::ScopedProvider {
-            client: shared.provider.clone(),
+            client: shared.provider.in_lane(lane(name)),
             scope: shared.scope.clone(),
         },
         shared.nodes.clone(),

@@ -218,8 +218,13 @@ impl Manager {
             } else {
                 (provider_metrics.clone(), metrics::ProviderLabel::default())
             };
-            let client =
-                startup::provider_client(&e.endpoint, &opts.provider, calls, gate.clone())?;
+            let client = startup::provider_client(
+                &e.name,
+                &e.endpoint,
+                &opts.provider,
+                calls,
+                gate.clone(),
+            )?;
             providers.push(Provider {
                 scope: Scope::new(routing.clone(), e.name.clone()),
                 metrics: controller_metrics.for_provider(&e.name),
@@ -231,6 +236,12 @@ impl Manager {
             });
         }
         let node_watch = NodeWatch::new();
+        registry.register_collector(Box::new(metrics::scraped::CallBudgets(
+            providers
+                .iter()
+                .map(|p| (p.label.clone(), p.client.clone()))
+                .collect(),
+        )));
         registry.register_collector(Box::new(metrics::scraped::ProcessCollector));
         registry.register_collector(Box::new(metrics::scraped::UninitializedNodes(
             node_watch.store(),

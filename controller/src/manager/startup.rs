@@ -9,11 +9,13 @@ use ccm_provider_sdk::{ClientError, Handshake, ProviderClient};
 use super::metrics::ProviderMetrics;
 use crate::config::{ConfigError, ControllerName, ControllersArgs, ProviderArgs};
 
-/// The client of the provider at `endpoint`, configured from the flags
-/// (each provider has its own connection and concurrency limit),
+/// The client of the provider `name` at `endpoint`, configured from the
+/// flags (each provider has its own connection, concurrency limit and call
+/// budget),
 /// reporting every call to `metrics`, its mutations gated by `gate`
 /// (leader election's fence, or a dry run's).
 pub fn provider_client(
+    name: &str,
     endpoint: &str,
     args: &ProviderArgs,
     metrics: ProviderMetrics,
@@ -24,6 +26,7 @@ pub fn provider_client(
         ccm_provider_sdk::ClientOptions {
             observer: Some(Arc::new(metrics)),
             mutation_gate: Some(gate),
+            budget: args.call_budget(name),
             ..args.client_options()
         },
     )

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccm_provider_sdk::ClientError;
+use ccm_provider_sdk::client::Lane;
 use ccm_runtime::{Action, Reconcile, Singleton};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -341,6 +342,8 @@ impl Reconcile for AddressRefresh {
 
     async fn reconcile(&self, all: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
         let ctx = &self.state.ctx;
+        // Periodic: waits for the call budget behind initialisation.
+        let provider = &ctx.provider.in_lane(Lane::Refresh);
         // Records of Nodes deleted before the cache showed them untainted.
         let present: HashSet<&str> = all.iter().map(|n| uid(n)).collect();
         self.state
@@ -354,7 +357,7 @@ impl Reconcile for AddressRefresh {
         futures::stream::iter(nodes)
             .for_each_concurrent(self.workers.max(1), |n| {
                 request_id::scoped(request_id::node(n), async move {
-                    match ctx.provider.instance_metadata_answer(node::node_ref(n)).await {
+                    match provider.instance_metadata_answer(node::node_ref(n)).await {
                         Ok(answer) => {
                             provider_warnings(ctx, n, &answer.warnings).await;
                             let meta = answer.metadata;

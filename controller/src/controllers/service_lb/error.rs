@@ -80,6 +80,7 @@ impl SyncError {
                 ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
                 ClientError::Unsupported(_) | ClientError::Endpoint(_) => "ProviderError",
                 ClientError::Refused { .. } => "NotLeader",
+                ClientError::BudgetExhausted { .. } => "ProviderBudgetExhausted",
                 ClientError::Provider(e) => match e.reason() {
                     Some(ErrorReason::RetryAfter | ErrorReason::OperationPending) => "Provisioning",
                     Some(ErrorReason::InvalidServiceSpec) => "InvalidServiceSpec",

@@ -17,6 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ccm_provider_sdk::client::Lane;
 use ccm_provider_sdk::{ClientError, LoadBalancerEntry, proto};
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::Store;
@@ -80,7 +81,9 @@ async fn sweep_and_count(lb: &Lb, services: &Store<Service>) {
 /// One pass; how many load balancers it deleted.
 pub(super) async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, ClientError> {
     let ctx = &lb.ctx;
-    let listed = match ctx.provider.list_load_balancers(&ctx.cluster_name).await {
+    // Periodic clean-up: waits for the call budget behind every Service.
+    let provider = ctx.provider.in_lane(Lane::Refresh);
+    let listed = match provider.list_load_balancers(&ctx.cluster_name).await {
         Err(ClientError::Unsupported(_)) => {
             tracing::debug!(
                 provider = lb.provider_name.as_deref(),
@@ -109,8 +112,7 @@ pub(super) async fn sweep(lb: &Lb, services: &Store<Service>) -> Result<usize, C
             service = %format!("{}/{}", entry.service_namespace, entry.service_name),
             "deleting a load balancer no Service wants"
         );
-        let warnings = ctx
-            .provider
+        let warnings = provider
             .ensure_load_balancer_deleted(&ctx.cluster_name, identity(entry))
             .await?;
         for w in warnings {

@@ -7,7 +7,9 @@ pub mod scraped;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_provider_sdk::client::CallObserver;
+use std::sync::atomic::AtomicU64;
+
+use ccm_provider_sdk::client::{CallObserver, Lane};
 use parking_lot::Mutex;
 use prometheus_client::encoding::{
     EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder, MetricEncoder,
@@ -34,6 +36,15 @@ pub struct RpcLabels {
 pub struct MethodLabels {
     pub service: &'static str,
     pub method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabels {
+    pub service: &'static str,
+    pub method: &'static str,
+    /// The call budget's lane (`load_balancers`, `node_init`,
+    /// `lifecycle`, `refresh`).
+    pub lane: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -89,13 +100,25 @@ impl EncodeLabelSet for ProviderLabel {
 /// Every provider call: `ccm_provider_request_duration_seconds{service,
 /// method,code}`, `ccm_provider_requests_in_flight{service,method}` and
 /// `ccm_provider_request_errors_total{service,method,reason}` (the
-/// contract's reason, `NONE` without one); each with `provider` too when
-/// there are several ([`ProviderMetrics::for_provider`]).
+/// contract's reason, `NONE` without one); the call budget's
+/// `ccm_provider_budget_wait_seconds{service,method,lane}` (budgeted calls
+/// sent, and how long they waited for a token),
+/// `ccm_provider_budget_exhausted_total{service,method,lane}` (not sent:
+/// no token by the deadline) and
+/// `ccm_provider_budget_holds_total{service,method}` with
+/// `ccm_provider_budget_held_seconds_total` (throttling answers and the
+/// holds they caused); each with `provider` too when there are several
+/// ([`ProviderMetrics::for_provider`]). The budget's gauges are
+/// [`scraped::CallBudgets`].
 #[derive(Clone)]
 pub struct ProviderMetrics {
     pub requests: Family<(RpcLabels, ProviderLabel), Histogram>,
     pub in_flight: Family<(MethodLabels, ProviderLabel), Gauge>,
     pub errors: Family<(ReasonLabels, ProviderLabel), Counter>,
+    pub budget_waits: Family<(LaneLabels, ProviderLabel), Histogram>,
+    pub budget_exhausted: Family<(LaneLabels, ProviderLabel), Counter>,
+    pub budget_holds: Family<(MethodLabels, ProviderLabel), Counter>,
+    pub budget_held_seconds: Family<ProviderLabel, Counter<f64, AtomicU64>>,
     provider: ProviderLabel,
 }
 
@@ -123,10 +146,44 @@ impl ProviderMetrics {
             "Failed calls to the provider by the contract's error reason",
             errors.clone(),
         );
+        let budget_waits =
+            Family::<(LaneLabels, ProviderLabel), Histogram>::new_with_constructor(|| {
+                // 0 (a token was there) and 1 ms .. ~4 min.
+                let mut buckets = vec![0.0];
+                buckets.extend(exponential_buckets(0.001, 4.0, 10));
+                Histogram::new(buckets)
+            });
+        registry.register(
+            "ccm_provider_budget_wait_seconds",
+            "Time budgeted calls to the provider waited for a token of its call budget, by lane (counts every budgeted call sent)",
+            budget_waits.clone(),
+        );
+        let budget_exhausted = Family::<(LaneLabels, ProviderLabel), Counter>::default();
+        registry.register(
+            "ccm_provider_budget_exhausted",
+            "Calls to the provider not sent: no token of its call budget before the call's deadline",
+            budget_exhausted.clone(),
+        );
+        let budget_holds = Family::<(MethodLabels, ProviderLabel), Counter>::default();
+        registry.register(
+            "ccm_provider_budget_holds",
+            "Throttling answers (QUOTA_EXCEEDED or CLOUD_UNAVAILABLE with RetryInfo) that held the provider's call budget",
+            budget_holds.clone(),
+        );
+        let budget_held_seconds = Family::<ProviderLabel, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "ccm_provider_budget_held_seconds",
+            "Seconds of holds put on the provider's call budget by throttling answers (as clamped to 100ms..60s; overlapping holds add up)",
+            budget_held_seconds.clone(),
+        );
         ProviderMetrics {
             requests,
             in_flight,
             errors,
+            budget_waits,
+            budget_exhausted,
+            budget_holds,
+            budget_held_seconds,
             provider: ProviderLabel::default(),
         }
     }
@@ -176,6 +233,41 @@ impl CallObserver for ProviderMetrics {
         self.errors
             .get_or_create(&(labels, self.provider.clone()))
             .inc();
+    }
+
+    fn budget_waited(&self, method: &'static str, lane: Lane, waited: Duration) {
+        let labels = LaneLabels {
+            service: service_of(method),
+            method,
+            lane: lane.as_str(),
+        };
+        self.budget_waits
+            .get_or_create(&(labels, self.provider.clone()))
+            .observe(waited.as_secs_f64());
+    }
+
+    fn budget_exhausted(&self, method: &'static str, lane: Lane, _: Duration) {
+        let labels = LaneLabels {
+            service: service_of(method),
+            method,
+            lane: lane.as_str(),
+        };
+        self.budget_exhausted
+            .get_or_create(&(labels, self.provider.clone()))
+            .inc();
+    }
+
+    fn budget_held(&self, method: &'static str, delay: Duration) {
+        let labels = MethodLabels {
+            service: service_of(method),
+            method,
+        };
+        self.budget_holds
+            .get_or_create(&(labels, self.provider.clone()))
+            .inc();
+        self.budget_held_seconds
+            .get_or_create(&self.provider)
+            .inc_by(delay.as_secs_f64());
     }
 }
 
@@ -498,6 +590,42 @@ mod tests {
         assert!(rpcs >= 20, "only {rpcs} RPCs in the descriptor set");
         assert!(wrong.is_empty(), "{wrong:#?}");
         assert_eq!(service_of("NoSuchRpc"), "Unknown");
+    }
+
+    #[tokio::test]
+    async fn the_call_budget_is_recorded_by_lane_and_method_and_its_state_scraped() {
+        let mut registry = Registry::default();
+        let m = ProviderMetrics::register(&mut registry).for_provider("cloud");
+        m.budget_waited("InstanceMetadata", Lane::Refresh, Duration::from_millis(3));
+        m.budget_exhausted("EnsureLoadBalancer", Lane::LoadBalancers, Duration::ZERO);
+        m.budget_held("InstanceMetadata", Duration::from_secs(2));
+        let client = ccm_provider_sdk::ProviderClient::connect_lazy(
+            "unix:///nonexistent.sock",
+            ccm_provider_sdk::ClientOptions {
+                budget: Some(ccm_provider_sdk::client::CallBudget { qps: 5.0, burst: 7 }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        registry.register_collector(Box::new(scraped::CallBudgets(vec![(
+            ProviderLabel::named("cloud"),
+            client,
+        )])));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"ccm_provider_budget_wait_seconds_count{service="Instances",method="InstanceMetadata",lane="refresh",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_exhausted_total{service="LoadBalancer",method="EnsureLoadBalancer",lane="load_balancers",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_holds_total{service="Instances",method="InstanceMetadata",provider="cloud"} 1"#,
+            r#"ccm_provider_budget_held_seconds_total{provider="cloud"} 2.0"#,
+            r#"ccm_provider_budget_tokens{provider="cloud"} 7"#,
+            r#"ccm_provider_budget_burst{provider="cloud"} 7"#,
+            r#"ccm_provider_budget_qps{provider="cloud"} 5"#,
+            r#"ccm_provider_budget_waiting{lane="node_init",provider="cloud"} 0"#,
+            r#"ccm_provider_budget_hold_remaining_seconds{provider="cloud"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

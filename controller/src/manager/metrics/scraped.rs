@@ -204,6 +204,93 @@ impl Collector for UninitializedNodes {
     }
 }
 
+/// Each provider's call budget as it stands: with a budget,
+/// `ccm_provider_budget_tokens` (available now; the burst less these is
+/// the budget in use), `ccm_provider_budget_burst`, `ccm_provider_budget_qps`
+/// and `ccm_provider_budget_waiting{lane}`; for every provider,
+/// `ccm_provider_budget_hold_remaining_seconds` (0 when not held).
+/// `provider` label with several providers.
+pub struct CallBudgets(pub Vec<(super::ProviderLabel, ccm_provider_sdk::ProviderClient)>);
+
+impl std::fmt::Debug for CallBudgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallBudgets")
+    }
+}
+
+impl Collector for CallBudgets {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::metrics::MetricType;
+        let states: Vec<_> = self
+            .0
+            .iter()
+            .map(|(label, client)| (label, client.budget_state()))
+            .collect();
+        // (name, help, value of a budgeted provider's state)
+        type Value = fn(&ccm_provider_sdk::client::BudgetState) -> Option<f64>;
+        let per_provider: [(&str, &str, Value); 4] = [
+            (
+                "ccm_provider_budget_tokens",
+                "Tokens of the provider's call budget available now (0 while held)",
+                |s| s.tokens,
+            ),
+            (
+                "ccm_provider_budget_burst",
+                "The provider's call budget: calls allowed at once (--provider-burst)",
+                |s| s.budget.map(|b| f64::from(b.burst)),
+            ),
+            (
+                "ccm_provider_budget_qps",
+                "The provider's call budget: calls per second (--provider-qps)",
+                |s| s.budget.map(|b| b.qps),
+            ),
+            (
+                "ccm_provider_budget_hold_remaining_seconds",
+                "How much longer a throttling answer holds the provider's calls; 0 when not held",
+                |s| Some(s.held_for.map_or(0.0, |d| d.as_secs_f64())),
+            ),
+        ];
+        for (name, help, value) in per_provider {
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (label, state) in &states {
+                if let Some(v) = value(state) {
+                    ConstGauge::new(v).encode(metric.encode_family(*label)?)?;
+                }
+            }
+        }
+        let mut waiting = encoder.encode_descriptor(
+            "ccm_provider_budget_waiting",
+            "Calls to the provider waiting for a token of its call budget, by lane",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (label, state) in states.iter().filter(|(_, s)| s.budget.is_some()) {
+            for (lane, n) in ccm_provider_sdk::client::Lane::ALL
+                .iter()
+                .zip(state.waiting)
+            {
+                let labels = LaneAndProvider(lane.as_str(), label);
+                ConstGauge::new(n as i64).encode(waiting.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `lane` and, with several providers, `provider`.
+struct LaneAndProvider<'a>(&'static str, &'a super::ProviderLabel);
+
+impl prometheus_client::encoding::EncodeLabelSet for LaneAndProvider<'_> {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeLabel;
+        ("lane", self.0).encode(encoder.encode_label())?;
+        self.1.encode(encoder)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

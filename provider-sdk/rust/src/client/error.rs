@@ -1,7 +1,11 @@
 //! What a failed call tells the controller: the provider's contract error,
 //! an answer the contract forbids, or a refusal before anything was sent.
 
+use std::time::Duration;
+
 use tonic::Status;
+
+use super::call::Lane;
 
 use crate::error::{Outcome, ProviderError};
 use crate::proto::Capability;
@@ -31,6 +35,19 @@ pub enum ClientError {
         /// The gate's reason: "not the leader", "dry run".
         why: &'static str,
     },
+    /// The provider's call budget had no token for the call before its
+    /// deadline: nothing was sent. Transient: a later attempt gets one.
+    #[error(
+        "{method} not sent: the provider's call budget was exhausted (lane {lane}, waited {waited:?}{}); retry later",
+        if *held { ", held after the provider's throttling answer" } else { "" }
+    )]
+    BudgetExhausted {
+        method: &'static str,
+        lane: Lane,
+        waited: Duration,
+        /// A throttling answer's hold was in force.
+        held: bool,
+    },
 }
 
 impl ClientError {
@@ -42,7 +59,8 @@ impl ClientError {
             ClientError::InvalidResponse { .. } => Outcome::Unknown,
             ClientError::Unsupported(_)
             | ClientError::Endpoint(_)
-            | ClientError::Refused { .. } => Outcome::Final,
+            | ClientError::Refused { .. }
+            | ClientError::BudgetExhausted { .. } => Outcome::Final,
         }
     }
 

@@ -31,7 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::transport::Channel;
 
-pub use call::{MAX_REQUEST_ID_BYTES, RequestScope, code_name};
+pub use call::{
+    BudgetState, CallBudget, HOLD_BOUNDS, Lane, MAX_REQUEST_ID_BYTES, RequestScope, code_name,
+};
 pub use error::ClientError;
 pub use identity::Handshake;
 pub use instances::MetadataAnswer;
@@ -39,7 +41,7 @@ pub use options::{CallObserver, ClientOptions, MutationGate};
 pub use rpcs::{LISTING_ANSWER_BYTES, OBJECT_ANSWER_BYTES, SMALL_ANSWER_BYTES};
 
 use crate::endpoint::socket_path;
-use call::KeyLocks;
+use call::{Budget, KeyLocks};
 
 /// A provider client. Cheap to clone; clones share the connection and the
 /// handshake.
@@ -50,6 +52,11 @@ pub struct ProviderClient {
     handshake: Arc<tokio::sync::Mutex<Option<Arc<Handshake>>>>,
     opts: ClientOptions,
     request_id: Option<Arc<str>>,
+    /// The lane of this clone's budgeted calls; `None`: by RPC
+    /// ([`Lane::of_method`]).
+    lane: Option<Lane>,
+    /// The call budget and its hold, shared by every clone.
+    budget: Arc<Budget>,
     mutations: Arc<KeyLocks>,
     /// `max_concurrency` slots for reads and mutations.
     slots: Option<Arc<tokio::sync::Semaphore>>,
@@ -71,8 +78,10 @@ impl ProviderClient {
             slots: opts
                 .max_concurrency
                 .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1)))),
+            budget: Arc::new(Budget::new(opts.budget)),
             opts,
             request_id: None,
+            lane: None,
             mutations: Default::default(),
             put_sets: Default::default(),
         })
@@ -83,6 +92,26 @@ impl ProviderClient {
         let mut c = self.clone();
         c.request_id = Some(request_id.into());
         c
+    }
+
+    /// A clone whose budgeted calls wait in `lane` (see [`Lane`]) when the
+    /// call budget is short, whatever the RPC. The budget itself is shared
+    /// with every other clone.
+    pub fn in_lane(&self, lane: Lane) -> Self {
+        let mut c = self.clone();
+        c.lane = Some(lane);
+        c
+    }
+
+    /// The lane this clone's calls wait in; `None`: by RPC.
+    pub fn lane(&self) -> Option<Lane> {
+        self.lane
+    }
+
+    /// The call budget as it stands now (tokens, waiting calls, a hold),
+    /// for gauges.
+    pub fn budget_state(&self) -> BudgetState {
+        self.budget.state()
     }
 
     /// How many connections have been made so far.

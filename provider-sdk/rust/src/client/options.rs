@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::call::{CallBudget, Lane};
 use crate::MAX_MESSAGE_BYTES;
 use crate::fencing::FencingToken;
 
@@ -34,6 +35,11 @@ pub struct ClientOptions {
     /// calls (info, capabilities, Probe) are not counted, so health checks
     /// never queue behind a hung provider's mutations.
     pub max_concurrency: Option<usize>,
+    /// The call budget: a token bucket shared by the client's clones,
+    /// spent by priority lane (see [`Lane`]); `None`: unlimited, as
+    /// before. Either way, a throttling answer with `RetryInfo` holds the
+    /// client's budgeted calls for its delay.
+    pub budget: Option<CallBudget>,
     /// Told about every call (method, code, duration).
     pub observer: Option<Arc<dyn CallObserver>>,
     /// Asked before every mutation (load balancers, routes); `false`
@@ -53,6 +59,7 @@ impl Default for ClientOptions {
             max_list_pages: 1000,
             max_list_duration: Duration::from_secs(120),
             max_concurrency: None,
+            budget: None,
             observer: None,
             mutation_gate: None,
         }
@@ -74,6 +81,24 @@ pub trait CallObserver: Send + Sync {
     /// (`"CLOUD_UNAVAILABLE"`), or `None` when it had none.
     fn failed(&self, method: &'static str, reason: Option<&'static str>) {
         let _ = (method, reason);
+    }
+
+    /// A budgeted call got its token after `waited` (zero when one was
+    /// there): once per budgeted call that is sent. Not told for an
+    /// unlimited client outside a hold.
+    fn budget_waited(&self, method: &'static str, lane: Lane, waited: Duration) {
+        let _ = (method, lane, waited);
+    }
+
+    /// A budgeted call found no token before its deadline and was not sent.
+    fn budget_exhausted(&self, method: &'static str, lane: Lane, waited: Duration) {
+        let _ = (method, lane, waited);
+    }
+
+    /// A throttling answer to `method` holds the budget for `delay` (as
+    /// clamped).
+    fn budget_held(&self, method: &'static str, delay: Duration) {
+        let _ = (method, delay);
     }
 }
 

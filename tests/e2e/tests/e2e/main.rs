@@ -18,6 +18,7 @@
 
 mod common;
 
+mod call_budget;
 mod capabilities;
 mod control_plane;
 mod deploy_manifests;

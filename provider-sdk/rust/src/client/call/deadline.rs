@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tonic::{Request, Status};
 use tower::{Layer, Service, ServiceExt};
 
+use super::budget::CallDeadline;
 use crate::client::ClientOptions;
 use crate::proto;
 
@@ -75,7 +76,14 @@ where
     }
 
     fn call(&mut self, mut request: Request<M>) -> Self::Future {
-        let timeout = self.timeout;
+        // A budgeted call's deadline started when it began waiting for the
+        // budget: what is left of it.
+        let timeout = request
+            .extensions()
+            .get::<CallDeadline>()
+            .map_or(self.timeout, |d| {
+                d.0.saturating_duration_since(tokio::time::Instant::now())
+            });
         request.set_timeout(timeout);
         // The absolute deadline: a provider that reads the request late
         // (paused, stalled) must not act on what this side gave up on.

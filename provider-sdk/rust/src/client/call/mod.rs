@@ -7,6 +7,7 @@
 //! | layer | module | does |
 //! |---|---|---|
 //! | request scope | `scope.rs` | request id and trace context |
+//! | budget | `budget.rs` | a token per call, by priority lane, within the deadline; only with a budget or while a throttling answer holds it |
 //! | gate and key lock | `gate.rs` | one mutation per key; refused while the gate is closed; fencing token |
 //! | observer | `observe.rs` | `CallObserver` and the log line |
 //! | revocation | `gate.rs` | a mutation in flight is abandoned when the gate closes |
@@ -14,6 +15,7 @@
 //! | concurrency limit | `tower::limit` | `max_concurrency` slots, reads and mutations only |
 //! | send | `send.rs` | the generated client with the message limits |
 
+mod budget;
 mod deadline;
 mod gate;
 mod key_locks;
@@ -30,12 +32,15 @@ use super::rpcs::Unary;
 use super::{ClientError, ProviderClient};
 use crate::proto::Capability;
 use crate::validate::Checked;
+use budget::BudgetLayer;
 use deadline::{DeadlineClass, DeadlineLayer};
 use gate::{GateLayer, RevokeLayer};
 use observe::ObserveLayer;
 use scope::ScopeLayer;
 use send::Sender;
 
+pub(super) use budget::Budget;
+pub use budget::{BudgetState, CallBudget, HOLD_BOUNDS, Lane};
 pub(super) use key_locks::KeyLocks;
 pub use observe::code_name;
 pub use scope::{MAX_REQUEST_ID_BYTES, RequestScope};
@@ -128,12 +133,26 @@ impl ProviderClient {
             _ => self.slots.clone(),
         };
         let max_answer = Req::MAX_ANSWER_BYTES.min(self.opts.max_message_bytes);
+        let timeout = rpc.deadline.timeout(&self.opts);
+        // Handshakes and probes bypass the budget. Unlimited and not held:
+        // no layer at all, the path as it was.
+        let lane = Lane::of_method(method).map(|by_rpc| self.lane.unwrap_or(by_rpc));
+        let budget = lane
+            .filter(|_| self.budget.engaged())
+            .map(|lane| BudgetLayer {
+                budget: self.budget.clone(),
+                lane,
+                method,
+                timeout,
+                observer: self.opts.observer.clone(),
+            });
         let stack = ServiceBuilder::new()
             .layer(ScopeLayer::new(self.request_id.clone()))
+            .option_layer(budget)
             .layer(gate)
             .layer(ObserveLayer::new(self.opts.observer.clone(), method))
             .layer(RevokeLayer(revoke))
-            .layer(DeadlineLayer(rpc.deadline.timeout(&self.opts)))
+            .layer(DeadlineLayer(timeout))
             .option_layer(slots.map(GlobalConcurrencyLimitLayer::with_semaphore))
             .service(Sender::<Req>::new(
                 self.channel.clone(),
@@ -143,8 +162,24 @@ impl ProviderClient {
         let response = stack
             .oneshot(Request::new(message))
             .await
+            .map_err(|e| self.throttled(method, lane.is_some(), e))
             .map_err(|e| oversized_answer(method, max_answer, e))?;
         answer(response.into_inner()).map_err(invalid_answer(method))
+    }
+}
+
+impl ProviderClient {
+    /// A throttling answer to a budgeted call holds the budget for the
+    /// delay it asked for (see `budget.rs`).
+    fn throttled(&self, method: &'static str, budgeted: bool, e: ClientError) -> ClientError {
+        if budgeted && let Some(delay) = budget::throttled(&e) {
+            let held = self.budget.hold(delay);
+            tracing::info!(method, ?held, "provider throttled: holding its call budget");
+            if let Some(o) = &self.opts.observer {
+                o.budget_held(method, held);
+            }
+        }
+        e
     }
 }
 
@@ -510,6 +545,121 @@ mod tests {
         let reason = err.provider_error().and_then(|p| p.reason());
         assert_eq!(reason, Some(proto::ErrorReason::NotLeader));
         assert_eq!(*leader.superseded_by.lock(), [FencingToken::new(9, "cp-2")]);
+    }
+
+    /// Fails as QUOTA_EXCEEDED asking to come back in `ms`, or answers.
+    struct Quota {
+        ms: u64,
+    }
+
+    impl Unary for Quota {
+        const METHOD: &'static str = "Quota";
+        const MAX_ANSWER_BYTES: usize = 1024;
+        type Client = Unconnected;
+        type Response = ();
+        async fn send(_: Unconnected, request: Request<Self>) -> Result<Response<()>, Status> {
+            match request.get_ref().ms {
+                0 => Ok(Response::new(())),
+                ms => {
+                    let delay = Duration::from_millis(ms);
+                    Err(super::budget::tests::quota_exceeded_after(delay).to_status())
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttling_answer_holds_the_calls_of_an_unlimited_client_too() {
+        use super::budget::Lane;
+        let recorder = Arc::new(Recorder::default());
+        let c = client(ClientOptions {
+            observer: Some(recorder.clone()),
+            ..Default::default()
+        });
+        let err = c.call(Rpc::read(), Quota { ms: 2000 }, Ok).await;
+        assert!(err.is_err());
+        let t0 = tokio::time::Instant::now();
+        // Every clone is held, in whichever lane.
+        let lb = c.in_lane(Lane::LoadBalancers);
+        lb.call(Rpc::read(), Quota { ms: 0 }, Ok).await.unwrap();
+        assert_eq!(t0.elapsed(), Duration::from_secs(2));
+        // The hold over, nothing is waited for.
+        c.call(Rpc::read(), Quota { ms: 0 }, Ok).await.unwrap();
+        assert_eq!(t0.elapsed(), Duration::from_secs(2));
+        assert_eq!(
+            *recorder.0.lock(),
+            [
+                "started Quota",
+                "observe Quota ResourceExhausted",
+                "failed Quota Some(\"QUOTA_EXCEEDED\")",
+                "held by Quota for 2s",
+                "budget Quota load_balancers waited 2s",
+                "started Quota",
+                "observe Quota Ok",
+                "started Quota",
+                "observe Quota Ok",
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_without_a_token_by_its_deadline_is_not_sent() {
+        let recorder = Arc::new(Recorder::default());
+        let c = client(ClientOptions {
+            observer: Some(recorder.clone()),
+            read_timeout: Duration::from_secs(5),
+            budget: Some(super::CallBudget { qps: 0.1, burst: 1 }),
+            ..Default::default()
+        });
+        c.call(Rpc::read(), Quota { ms: 0 }, Ok).await.unwrap();
+        let err = c.call(Rpc::read(), Quota { ms: 0 }, Ok).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ClientError::BudgetExhausted {
+                    method: "Quota",
+                    lane: super::Lane::NodeInit,
+                    held: false,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("Quota not sent: the provider's call budget was exhausted"),
+            "{err}"
+        );
+        assert_eq!(
+            *recorder.0.lock(),
+            [
+                "budget Quota node_init waited 0ns",
+                "started Quota",
+                "observe Quota Ok",
+                "budget Quota node_init exhausted after 0ns",
+            ]
+        );
+        // Handshakes and probes bypass the budget.
+        assert_eq!(super::Lane::of_method("Probe"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_for_a_token_counts_against_the_calls_deadline() {
+        let c = client(ClientOptions {
+            read_timeout: Duration::from_secs(10),
+            budget: Some(super::CallBudget {
+                qps: 0.25,
+                burst: 1,
+            }),
+            ..Default::default()
+        });
+        c.call(Rpc::read(), echo("grpc-timeout"), Ok).await.unwrap();
+        // Waits 4 s for its token: 6 s of its 10 are left for the provider.
+        let sent = c.call(Rpc::read(), echo("grpc-timeout"), Ok).await.unwrap();
+        let mut expected = Request::new(());
+        expected.set_timeout(Duration::from_secs(6));
+        let expected = expected.metadata().get("grpc-timeout").unwrap();
+        assert_eq!(sent, expected.to_str().unwrap());
     }
 
     #[tokio::test]

@@ -184,6 +184,26 @@ pub(super) mod tests {
         fn failed(&self, method: &'static str, reason: Option<&'static str>) {
             self.0.lock().push(format!("failed {method} {reason:?}"));
         }
+        fn budget_waited(&self, method: &'static str, lane: crate::client::Lane, waited: Duration) {
+            self.0
+                .lock()
+                .push(format!("budget {method} {lane} waited {waited:?}"));
+        }
+        fn budget_exhausted(
+            &self,
+            method: &'static str,
+            lane: crate::client::Lane,
+            waited: Duration,
+        ) {
+            self.0
+                .lock()
+                .push(format!("budget {method} {lane} exhausted after {waited:?}"));
+        }
+        fn budget_held(&self, method: &'static str, delay: Duration) {
+            self.0
+                .lock()
+                .push(format!("held by {method} for {delay:?}"));
+        }
     }
 
     #[tokio::test]

@@ -71,7 +71,10 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_ANNOTATION ErrorReason = 4
 	// Code RESOURCE_EXHAUSTED. A cloud quota or capacity limit was hit.
 	// Details: google.rpc.QuotaFailure OPTIONAL. Distinguishes cloud quota
-	// from gRPC's own message-size RESOURCE_EXHAUSTED.
+	// from gRPC's own message-size RESOURCE_EXHAUSTED. google.rpc.RetryInfo
+	// OPTIONAL (contract 1.4.0): the cloud's API rate limit; the controller
+	// then holds all of this provider's calls (its call budget) for
+	// retry_delay, held between 100 ms and 60 s, before sending more.
 	ErrorReason_ERROR_REASON_QUOTA_EXCEEDED ErrorReason = 5
 	// Code ALREADY_EXISTS when the call would create a resource whose
 	// identity is taken by something else (CreateRoute for a CIDR routed to
@@ -83,7 +86,9 @@ const (
 	// progress; retry with backoff.
 	ErrorReason_ERROR_REASON_OPERATION_PENDING ErrorReason = 7
 	// Code UNAVAILABLE. The cloud API is unreachable or throttling. Details:
-	// google.rpc.RetryInfo OPTIONAL.
+	// google.rpc.RetryInfo OPTIONAL; with it (contract 1.4.0) the controller
+	// holds all of this provider's calls (its call budget) for retry_delay,
+	// held between 100 ms and 60 s, before sending more.
 	ErrorReason_ERROR_REASON_CLOUD_UNAVAILABLE ErrorReason = 8
 	// Code UNAUTHENTICATED when the provider's own cloud credentials are
 	// missing, invalid or expired; PERMISSION_DENIED when they are valid but
