@@ -67,7 +67,7 @@ func TestIdentity(t *testing.T) {
 		AnnotationPrefixes: []string{"service.beta.example.com/"}, AnnotationKeys: []string{"service.beta.example.com/type"}})
 	id := identity{Adapter: a}
 	info, _ := id.GetProviderInfo(ctx, &pb.GetProviderInfoRequest{})
-	want := &pb.GetProviderInfoResponse{Name: "test", VendorVersion: "1.2.3", ProviderIdScheme: "test", ContractVersion: "1.3.0",
+	want := &pb.GetProviderInfoResponse{Name: "test", VendorVersion: "1.2.3", ProviderIdScheme: "test", ContractVersion: "1.4.0",
 		HasClusterId: proto.Bool(false), Manifest: map[string]string{"region": "r1"}}
 	if !proto.Equal(info, want) {
 		t.Errorf("info = %v", info)
