@@ -112,15 +112,24 @@ func (a instances) BatchInstances(ctx context.Context, req *pb.BatchInstancesReq
 		return &pb.BatchInstancesResponse{Results: results}, nil
 	}
 	answers, err := a.batcher.InstancesBatch(ctx, asked)
-	if err != nil {
-		if a.notFound(err) {
-			// No query's instance is named by it: not an answer about one.
-			return nil, sdk.Unknown(fmt.Sprintf("InstancesBatch answered InstanceNotFound for the whole batch: %v", err))
-		}
-		return nil, a.instanceError(err)
+	switch {
+	case err != nil && a.notFound(err):
+		// No query's instance is named by it: not an answer about one.
+		err = sdk.Unknown(fmt.Sprintf("InstancesBatch answered InstanceNotFound for the whole batch: %v", err))
+	case err != nil:
+		err = a.instanceError(err)
+	case len(answers) != len(asked):
+		err = sdk.Internal(fmt.Sprintf("InstancesBatch answered %d answers to %d queries", len(answers), len(asked)))
 	}
-	if len(answers) != len(asked) {
-		return nil, sdk.Internal(fmt.Sprintf("InstancesBatch answered %d answers to %d queries", len(answers), len(asked)))
+	if err != nil {
+		if len(asked) == len(results) {
+			return nil, err
+		}
+		// The queries refused above keep their own errors.
+		for _, i := range at {
+			results[i] = sdk.ErrorResult(req.GetQueries()[i].GetKey(), err)
+		}
+		return &pb.BatchInstancesResponse{Results: results}, nil
 	}
 	for k, ans := range answers {
 		q := req.GetQueries()[at[k]]

@@ -244,6 +244,16 @@ func TestANativeBatchsWholeCallErrors(t *testing.T) {
 		_, err := a.BatchInstances(ctx, req)
 		checkErr(t, c.name, err, c.want)
 	}
+	// Queries refused before the cloud keep their errors; the others get
+	// the cloud's.
+	cloud.override = func([]InstanceQuery) ([]InstanceAnswer, error) { return nil, sdk.QuotaExceeded("RequestLimitExceeded") }
+	mixed := &pb.BatchInstancesRequest{Queries: append([]*pb.InstanceQuery{
+		{Key: "c", Node: nodeRef("n", "aws:///i-1"), Question: pb.InstanceQuestion_INSTANCE_QUESTION_EXISTENCE}}, req.GetQueries()...)}
+	resp, err := a.BatchInstances(ctx, mixed)
+	if r := resp.GetResults(); err != nil || len(r) != 3 || r[0].GetError().GetField() != "node.provider_id" ||
+		r[1].GetError().GetReason() != pb.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED || r[2].GetError().GetReason() != pb.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED {
+		t.Errorf("mixed: %v %v", r, err)
+	}
 	// The questions arrive as asked.
 	var got []InstanceQuestion
 	cloud.override = func(q []InstanceQuery) ([]InstanceAnswer, error) {
@@ -252,7 +262,7 @@ func TestANativeBatchsWholeCallErrors(t *testing.T) {
 		}
 		return []InstanceAnswer{{Exists: true}, {Shutdown: true}}, nil
 	}
-	resp, err := a.BatchInstances(ctx, req)
+	resp, err = a.BatchInstances(ctx, req)
 	if err != nil || fmt.Sprint(got) != "[exists shutdown]" ||
 		resp.GetResults()[0].GetExistence().GetExistence() != pb.InstanceExistence_INSTANCE_EXISTENCE_EXISTS ||
 		resp.GetResults()[1].GetShutdown().GetState() != pb.InstanceShutdownState_INSTANCE_SHUTDOWN_STATE_SHUT_DOWN {

@@ -307,8 +307,17 @@ def test_whole_call_failures(endpoint: str) -> None:
         err = ProviderError.from_rpc_error(e.value)
         assert err.reason == "INVALID_REQUEST" and err.field_violations[0][0] == "queries[1].key"
         assert len(p.batches) == 1
+        # Queries refused before the provider keep their errors.
+        results = stub.BatchInstances(
+            pb.BatchInstancesRequest(
+                queries=[query("a", "aws:///i-1", EXISTS), query("b", "test://x", EXISTS)]
+            )
+        ).results
+        assert results[0].error.field == "node.provider_id"
+        assert results[1].error.reason == pb.ERROR_REASON_CLOUD_UNAVAILABLE
+        assert results[1].error.retry_delay_ms == 2000 and len(p.batches) == 2
         # Only foreign nodes: the provider is not asked.
         results = stub.BatchInstances(
             pb.BatchInstancesRequest(queries=[query("a", "aws:///i-1", EXISTS)])
         ).results
-        assert results[0].error.field == "node.provider_id" and len(p.batches) == 1
+        assert results[0].error.field == "node.provider_id" and len(p.batches) == 2

@@ -224,8 +224,14 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
             except (ProviderError, Violation) as e:
                 results[q.key] = _error_result(q.key, e)
         if asked:
-            answers = await self._rt.call(ctx, self._impl.batch_instances, asked)
-            answers = _expect(answers, Mapping, "BatchInstances")
+            try:
+                answers = await self._rt.call(ctx, self._impl.batch_instances, asked)
+                answers = _expect(answers, Mapping, "BatchInstances")
+            except ProviderError as e:
+                if not results:
+                    raise
+                # The queries refused above keep their own errors.
+                answers = {q.key: e for q in asked}
             for q in asked:
                 if q.key not in answers:
                     results[q.key] = _error_result(
