@@ -8,7 +8,9 @@
 //
 // What the cloud supports decides the capabilities advertised:
 // InstancesV2 (or else Instances, translated the way upstream's node and
-// node-lifecycle controllers use it) → CAPABILITY_INSTANCES; LoadBalancer;
+// node-lifecycle controllers use it) → CAPABILITY_INSTANCES and
+// CAPABILITY_INSTANCES_BATCH (natively for a cloud implementing
+// InstancesBatcher, else by asking the single methods); LoadBalancer;
 // Routes; Zones (only without InstancesV2: upstream never calls Zones of
 // a cloud that has InstancesV2); Clusters; PVLabeler (by type assertion)
 // → CAPABILITY_VOLUME_LABELS; a LoadBalancer that implements
@@ -170,6 +172,7 @@ type Adapter struct {
 	capabilities []pb.Capability
 	instancesV2  cloudprovider.InstancesV2
 	instances    cloudprovider.Instances
+	batcher      InstancesBatcher
 	lb           cloudprovider.LoadBalancer
 	routes       cloudprovider.Routes
 	zones        cloudprovider.Zones
@@ -261,7 +264,10 @@ func New(cloud cloudprovider.Interface, opts Options) (*Adapter, error) {
 		a.instances = v1
 	}
 	if a.instancesV2 != nil || a.instances != nil {
-		a.capabilities = append(a.capabilities, pb.Capability_CAPABILITY_INSTANCES)
+		// BatchInstances is served for every cloud: natively with an
+		// InstancesBatcher, else by fan-out (batch.go).
+		a.batcher = batcherOf(cloud, a.instancesV2)
+		a.capabilities = append(a.capabilities, pb.Capability_CAPABILITY_INSTANCES, pb.Capability_CAPABILITY_INSTANCES_BATCH)
 	}
 	if lb, ok := cloud.LoadBalancer(); ok && lb != nil {
 		a.lb = lb

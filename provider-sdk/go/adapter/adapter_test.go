@@ -31,6 +31,7 @@ func apiRetry() error { return api.NewRetryError("later", time.Second) }
 func TestCapabilitiesFollowWhatTheCloudSupports(t *testing.T) {
 	const (
 		inst   = pb.Capability_CAPABILITY_INSTANCES
+		batch  = pb.Capability_CAPABILITY_INSTANCES_BATCH
 		lbs    = pb.Capability_CAPABILITY_LOAD_BALANCERS
 		rts    = pb.Capability_CAPABILITY_ROUTES
 		rtAddr = pb.Capability_CAPABILITY_ROUTES_TARGET_NODE_ADDRESSES
@@ -46,10 +47,10 @@ func TestCapabilitiesFollowWhatTheCloudSupports(t *testing.T) {
 		want  []pb.Capability
 	}{
 		{"nothing", &testCloud{}, Options{}, nil},
-		{"InstancesV2 turns Zones off, as upstream", &testCloud{v2: &v2Instances{}, zones: z}, Options{}, []pb.Capability{inst}},
-		{"Instances V1 with Zones", &testCloud{v1: v1Cloud(), zones: z}, Options{}, []pb.Capability{inst, zns}},
+		{"InstancesV2 turns Zones off, as upstream", &testCloud{v2: &v2Instances{}, zones: z}, Options{}, []pb.Capability{inst, batch}},
+		{"Instances V1 with Zones", &testCloud{v1: v1Cloud(), zones: z}, Options{}, []pb.Capability{inst, batch, zns}},
 		{"everything", &labeler{testCloud: &testCloud{v1: v1Cloud(), lb: &testLB{}, routes: &testRoutes{}, zones: z, clusters: &testClusters{}}},
-			Options{RoutesTargetNodeAddresses: true}, []pb.Capability{inst, lbs, rts, rtAddr, zns, clus, vols}},
+			Options{RoutesTargetNodeAddresses: true}, []pb.Capability{inst, batch, lbs, rts, rtAddr, zns, clus, vols}},
 		{"target node addresses only with routes", &testCloud{lb: &testLB{}}, Options{RoutesTargetNodeAddresses: true}, []pb.Capability{lbs}},
 	}
 	for _, c := range cases {
@@ -67,7 +68,7 @@ func TestIdentity(t *testing.T) {
 		AnnotationPrefixes: []string{"service.beta.example.com/"}, AnnotationKeys: []string{"service.beta.example.com/type"}})
 	id := identity{Adapter: a}
 	info, _ := id.GetProviderInfo(ctx, &pb.GetProviderInfoRequest{})
-	want := &pb.GetProviderInfoResponse{Name: "test", VendorVersion: "1.2.3", ProviderIdScheme: "test", ContractVersion: "1.3.0",
+	want := &pb.GetProviderInfoResponse{Name: "test", VendorVersion: "1.2.3", ProviderIdScheme: "test", ContractVersion: "1.4.0",
 		HasClusterId: proto.Bool(false), Manifest: map[string]string{"region": "r1"}}
 	if !proto.Equal(info, want) {
 		t.Errorf("info = %v", info)

@@ -51,7 +51,7 @@ func TestHybridIdentity(t *testing.T) {
 			if !reflect.DeepEqual(info.LoadBalancerClasses, c.classes) || info.UnclassedServices != c.unclassed || !reflect.DeepEqual(info.Platforms, c.platforms) {
 				t.Errorf("identity: classes %q unclassed %v platforms %q", info.LoadBalancerClasses, info.UnclassedServices, info.Platforms)
 			}
-			if info.ContractVersion != "1.3.0" {
+			if info.ContractVersion != "1.4.0" {
 				t.Errorf("contract version %q", info.ContractVersion)
 			}
 		})

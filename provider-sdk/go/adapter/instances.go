@@ -73,6 +73,12 @@ func (a instances) InstanceExists(ctx context.Context, req *pb.InstanceExistsReq
 			exists, err = a.instances.InstanceExistsByProviderID(ctx, providerID)
 		}
 	}
+	return a.existence(exists, err)
+}
+
+// existence is the answer to InstanceExists of a cloud that answered
+// exists, err: for a single call and for a query of a batch.
+func (a *Adapter) existence(exists bool, err error) (*pb.InstanceExistsResponse, error) {
 	if a.notFound(err) {
 		// An error is not an answer: upstream's node-lifecycle controller
 		// deletes no Node on it, and the contract never says
@@ -107,6 +113,12 @@ func (a instances) InstanceShutdown(ctx context.Context, req *pb.InstanceShutdow
 			}
 		}
 	}
+	return a.shutdownState(shutdown, err)
+}
+
+// shutdownState is the answer to InstanceShutdown of a cloud that
+// answered shutdown, err.
+func (a *Adapter) shutdownState(shutdown bool, err error) (*pb.InstanceShutdownResponse, error) {
 	if err != nil {
 		return nil, a.instanceError(err)
 	}
@@ -121,29 +133,38 @@ func (a instances) InstanceMetadata(ctx context.Context, req *pb.InstanceMetadat
 	if err != nil {
 		return nil, err
 	}
-	var md *cloudprovider.InstanceMetadata
 	if a.instancesV2 != nil {
-		md, err = a.instancesV2.InstanceMetadata(ctx, node)
-		if err == nil && md == nil {
-			return nil, sdk.Internal("InstancesV2.InstanceMetadata answered nil metadata and no error")
-		}
-		if err == nil && md.ProviderID == "" {
-			// As upstream: the Node's own providerID stands.
-			c := *md
-			c.ProviderID = node.Spec.ProviderID
-			md = &c
-		}
-	} else {
-		md, err = a.metadataV1(ctx, node)
+		md, err := a.instancesV2.InstanceMetadata(ctx, node)
+		return a.metadata(req.GetNode(), node, md, err, "InstancesV2.InstanceMetadata")
 	}
+	md, err := a.metadataV1(ctx, node)
 	if err != nil {
 		return nil, a.instanceError(err)
+	}
+	return a.metadata(req.GetNode(), node, md, nil, "")
+}
+
+// metadata is the answer to InstanceMetadata about ref (node converted) of
+// a cloud whose method what answered md, err: nil metadata is INTERNAL, an
+// empty providerID the Node's own (as upstream), the Node's warnings ride
+// on it.
+func (a *Adapter) metadata(ref *pb.NodeRef, node *corev1.Node, md *cloudprovider.InstanceMetadata, err error, what string) (*pb.InstanceMetadataResponse, error) {
+	if err != nil {
+		return nil, a.instanceError(err)
+	}
+	if md == nil {
+		return nil, sdk.Internal(what + " answered nil metadata and no error")
+	}
+	if md.ProviderID == "" {
+		c := *md
+		c.ProviderID = node.Spec.ProviderID
+		md = &c
 	}
 	out, v := fromMetadata(md)
 	if v != nil {
 		return nil, v.BadAnswer("an invalid InstanceMetadata")
 	}
-	return &pb.InstanceMetadataResponse{Metadata: out, Warnings: a.nodeWarnings(req.GetNode())}, nil
+	return &pb.InstanceMetadataResponse{Metadata: out, Warnings: a.nodeWarnings(ref)}, nil
 }
 
 // metadataV1 is upstream's getInstanceMetadata for a cloud without

@@ -43,7 +43,7 @@ func TestExtraProviderIDSchemesReachTheCloud(t *testing.T) {
 	if info.ProviderIdScheme != "hcloud" || !reflect.DeepEqual(info.ProviderIdSchemes, []string{"hcloud", "hrobot"}) {
 		t.Errorf("identity: %v", info)
 	}
-	if info.ContractVersion != "1.3.0" {
+	if info.ContractVersion != "1.4.0" {
 		t.Errorf("contract version %q", info.ContractVersion)
 	}
 }

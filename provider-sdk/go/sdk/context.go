@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	pb "github.com/ccm-rs/ccm-rs/provider-sdk/go/gen/ccmrs/cloudprovider/v1"
 )
 
 type callKey struct{}
@@ -123,7 +125,10 @@ const contractPackage = "ccmrs.cloudprovider.v1"
 // UnaryInterceptor gives the contract's handlers the call's request id and fencing token
 // (RequestID, FencingToken), refuses a malformed fencing token, turns a
 // handler's panic into INTERNAL, logs failures with the request id, and
-// turns every error into a contract error (FromError).
+// turns every error into a contract error (FromError). It serves
+// BatchInstances for every InstancesService (natively or by fan-out, see
+// batch.go) and so adds CAPABILITY_INSTANCES_BATCH to capabilities that
+// list CAPABILITY_INSTANCES.
 func UnaryInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	if logger == nil {
 		logger = slog.Default()
@@ -136,9 +141,15 @@ func UnaryInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 		start := time.Now()
 		ctx, err = callContext(ctx)
 		if err == nil {
+			if info.FullMethod == pb.InstancesService_BatchInstances_FullMethodName {
+				handler = serveBatch(info.Server, handler)
+			}
 			resp, err = protect(ctx, req, handler, logger, info.FullMethod)
 		}
 		if err == nil {
+			if info.FullMethod == pb.IdentityService_GetProviderCapabilities_FullMethodName {
+				resp = announceBatch(resp)
+			}
 			return resp, nil
 		}
 		e := FromError(err)

@@ -4,7 +4,8 @@
 // socket, the contract's 16 MiB message limits, graceful shutdown on
 // SIGTERM and SIGINT, the controller's request id and fencing token in the
 // call's context, errors with the contract's codes, reasons and details,
-// request and answer validation naming the field, and keyset pagination.
+// request and answer validation naming the field, keyset pagination, and
+// BatchInstances for every InstancesService (batch.go).
 //
 // Most Go providers do not use it directly: package adapter serves any
 // k8s.io/cloud-provider cloudprovider.Interface with it.
@@ -27,7 +28,7 @@ const (
 	// token on mutations: "<term>:<holder>".
 	FencingTokenMetadata = "x-ccm-fencing-token"
 	// ContractVersion is the contract version reported in GetProviderInfo.
-	ContractVersion = "1.3.0"
+	ContractVersion = "1.4.0"
 	// MaxMessageBytes is the message size both sides accept, each way.
 	MaxMessageBytes = 16 * 1024 * 1024
 	// DefaultEndpoint is where the controller looks for the provider.

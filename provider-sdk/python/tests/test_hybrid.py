@@ -36,7 +36,7 @@ def test_classes_unclassed_services_and_platforms_are_announced(endpoint: str) -
         platforms=["cloud"],
     )
     info = provider_info(endpoint, cloud)
-    assert CONTRACT_VERSION == "1.3.0" == info.contract_version
+    assert CONTRACT_VERSION == "1.4.0" == info.contract_version
     assert list(info.load_balancer_classes) == ["example.com/cloud", "example.com/nlb"]
     assert info.unclassed_services == pb.UNCLASSED_SERVICES_DECLINED
     assert not validate.serves_unclassed(info)

@@ -212,11 +212,12 @@ def test_identity_capabilities_and_probe(ch: grpc.Channel) -> None:
     stub = identity_pb2_grpc.IdentityServiceStub(ch)
     info = stub.GetProviderInfo(pb.GetProviderInfoRequest())
     assert (info.name, info.vendor_version, info.provider_id_scheme) == ("test", "1.2.3", "test")
-    assert info.contract_version == "1.3.0" and dict(info.manifest) == {"k": "v"}
+    assert info.contract_version == "1.4.0" and dict(info.manifest) == {"k": "v"}
     assert not info.HasField("has_cluster_id")
     caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest()).capabilities
     assert list(caps) == [
         pb.CAPABILITY_INSTANCES,
+        pb.CAPABILITY_INSTANCES_BATCH,
         pb.CAPABILITY_LOAD_BALANCERS,
         pb.CAPABILITY_LIST_LOAD_BALANCERS,
         pb.CAPABILITY_ROUTES,
@@ -255,7 +256,11 @@ def test_identity_answers_are_built_once(endpoint: str) -> None:
         with pytest.raises(RuntimeError, match="before the server serves"):
             server.with_zones(cloud)
         caps = stub.GetProviderCapabilities(pb.GetProviderCapabilitiesRequest())
-        assert list(caps.capabilities) == [pb.CAPABILITY_INSTANCES, pb.CAPABILITY_ROUTES]
+        assert list(caps.capabilities) == [
+            pb.CAPABILITY_INSTANCES,
+            pb.CAPABILITY_INSTANCES_BATCH,
+            pb.CAPABILITY_ROUTES,
+        ]
 
 
 def test_capabilities_follow_what_is_implemented(endpoint: str) -> None:

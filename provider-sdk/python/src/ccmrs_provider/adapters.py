@@ -6,6 +6,8 @@ response.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from ccmrs.cloudprovider.v1 import (
@@ -44,6 +46,9 @@ from .provider import (
     Zones,
 )
 from .validate import Violation
+
+#: How many single calls a BatchInstances answered by fan-out makes at once.
+BATCH_CONCURRENCY = 16
 
 # ---- IdentityService ----
 
@@ -84,12 +89,19 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
     """A Node whose providerID has a scheme the provider does not own (or is
     not a providerID) is refused before the provider sees it: a provider can only know that
     its own instance is gone, and NOT_EXISTS about another cloud's instance
-    would make the controller delete the Node."""
+    would make the controller delete the Node.
 
-    def __init__(self, rt: _Runtime, impl: Instances, schemes: list[str]) -> None:
+    ``BatchInstances`` (contract 1.4.0) is the provider's ``batch_instances``
+    when it overrides it (``native``), else each query asked of the single
+    methods, :data:`BATCH_CONCURRENCY` at once; each query's answer goes
+    through the same checks as the single call's, and its error becomes its
+    ``QueryError``."""
+
+    def __init__(self, rt: _Runtime, impl: Instances, schemes: list[str], native: bool) -> None:
         self._rt = rt
         self._impl = impl
         self._schemes = schemes
+        self._native = native
 
     def _node(self, request: Any) -> types_pb2.NodeRef:
         node = validate.node_ref("node", validate.present(request, "node"))
@@ -104,35 +116,139 @@ class _InstancesAdapter(instances_pb2_grpc.InstancesServiceServicer):
             )
         return node
 
-    @_rpc
-    async def InstanceExists(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        answer = await self._rt.call(ctx, self._impl.instance_exists, node)
+    @staticmethod
+    def _existence(answer: Any) -> Any:
         if answer is True or answer is False:
             answer = Existence.EXISTS if answer else Existence.NOT_EXISTS
         answer = _expect(answer, Existence, "InstanceExists")
         return instances_pb2.InstanceExistsResponse(existence=answer.value)
 
-    @_rpc
-    async def InstanceShutdown(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        answer = await self._rt.call(ctx, self._impl.instance_shutdown, node)
+    @staticmethod
+    def _shutdown(answer: Any) -> Any:
         answer = _expect(answer, ShutdownState, "InstanceShutdown")
         return instances_pb2.InstanceShutdownResponse(state=answer.value)
 
-    @_rpc
-    async def InstanceMetadata(self, request: Any, ctx: CallContext) -> Any:
-        node = self._node(request)
-        metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
+    def _metadata(self, metadata: Any, warnings: list[Any]) -> Any:
         metadata = _expect(metadata, instances_pb2.InstanceMetadata, "InstanceMetadata")
         _check_answer("an invalid InstanceMetadata", validate.instance_metadata, metadata)
         _check_answer(
             "an invalid InstanceMetadata", validate.owned_provider_id, metadata, self._schemes
         )
         _check_answer(
-            "invalid warnings about the node", validate.node_warnings, "warnings", ctx.warnings
+            "invalid warnings about the node", validate.node_warnings, "warnings", warnings
         )
-        return instances_pb2.InstanceMetadataResponse(metadata=metadata, warnings=ctx.warnings)
+        return instances_pb2.InstanceMetadataResponse(metadata=metadata, warnings=warnings)
+
+    @_rpc
+    async def InstanceExists(self, request: Any, ctx: CallContext) -> Any:
+        node = self._node(request)
+        return self._existence(await self._rt.call(ctx, self._impl.instance_exists, node))
+
+    @_rpc
+    async def InstanceShutdown(self, request: Any, ctx: CallContext) -> Any:
+        node = self._node(request)
+        return self._shutdown(await self._rt.call(ctx, self._impl.instance_shutdown, node))
+
+    @_rpc
+    async def InstanceMetadata(self, request: Any, ctx: CallContext) -> Any:
+        node = self._node(request)
+        metadata = await self._rt.call(ctx, self._impl.instance_metadata, node)
+        return self._metadata(metadata, ctx.warnings)
+
+    @_rpc
+    async def BatchInstances(self, request: Any, ctx: CallContext) -> Any:
+        validate.batch_instances_request(request)
+        if self._native:
+            results = await self._batch(ctx, list(request.queries))
+        else:
+            results = await self._fan_out(ctx, list(request.queries))
+        return instances_pb2.BatchInstancesResponse(results=results)
+
+    async def _fan_out(self, ctx: CallContext, queries: list[Any]) -> list[Any]:
+        """Each query as its single call, with its own :class:`CallContext`
+        (its warnings are its own), cancelled with the batch."""
+        gate = asyncio.Semaphore(BATCH_CONCURRENCY)
+        contexts: list[CallContext] = []
+
+        async def one(q: Any) -> Any:
+            async with gate:
+                method, single = self._single(q.question)
+                qctx = ctx._child(method)
+                contexts.append(qctx)
+                if ctx.cancelled:
+                    qctx.cancel()
+                try:
+                    node = self._node(q)
+                    answer = await self._rt.call(qctx, single, node)
+                    return self._result(q, answer, qctx.warnings)
+                except (ProviderError, Violation) as e:
+                    return _error_result(q.key, e)
+
+        try:
+            return list(await asyncio.gather(*(one(q) for q in queries)))
+        except asyncio.CancelledError:
+            for c in contexts:
+                c.cancel()
+            raise
+
+    def _single(self, question: int) -> tuple[str, Any]:
+        if question == instances_pb2.INSTANCE_QUESTION_EXISTENCE:
+            return "InstanceExists", self._impl.instance_exists
+        if question == instances_pb2.INSTANCE_QUESTION_SHUTDOWN:
+            return "InstanceShutdown", self._impl.instance_shutdown
+        return "InstanceMetadata", self._impl.instance_metadata
+
+    def _result(self, q: Any, answer: Any, warnings: list[Any]) -> Any:
+        """The result of query ``q`` the provider answered ``answer``: what
+        the single call answers for it (a bad answer raises INTERNAL)."""
+        if isinstance(answer, ProviderError):
+            raise answer
+        if q.question == instances_pb2.INSTANCE_QUESTION_EXISTENCE:
+            return instances_pb2.InstanceResult(key=q.key, existence=self._existence(answer))
+        if q.question == instances_pb2.INSTANCE_QUESTION_SHUTDOWN:
+            return instances_pb2.InstanceResult(key=q.key, shutdown=self._shutdown(answer))
+        if isinstance(answer, instances_pb2.InstanceMetadataResponse):
+            metadata = answer.metadata if answer.HasField("metadata") else None
+            answer, warnings = metadata, list(answer.warnings)
+        return instances_pb2.InstanceResult(key=q.key, metadata=self._metadata(answer, warnings))
+
+    async def _batch(self, ctx: CallContext, queries: list[Any]) -> list[Any]:
+        """The provider's own batch_instances over the queries whose Node it
+        may judge; the others fail as their single calls would."""
+        results: dict[str, Any] = {}
+        asked = []
+        for q in queries:
+            try:
+                self._node(q)
+                asked.append(q)
+            except (ProviderError, Violation) as e:
+                results[q.key] = _error_result(q.key, e)
+        if asked:
+            try:
+                answers = await self._rt.call(ctx, self._impl.batch_instances, asked)
+                answers = _expect(answers, Mapping, "BatchInstances")
+            except ProviderError as e:
+                if not results:
+                    raise
+                # The queries refused above keep their own errors.
+                answers = {q.key: e for q in asked}
+            for q in asked:
+                if q.key not in answers:
+                    results[q.key] = _error_result(
+                        q.key, ProviderError.internal("provider answered no result for this query")
+                    )
+                    continue
+                try:
+                    results[q.key] = self._result(q, answers[q.key], [])
+                except ProviderError as e:
+                    results[q.key] = _error_result(q.key, e)
+        return [results[q.key] for q in queries]
+
+
+def _error_result(key: str, error: ProviderError | Violation) -> Any:
+    if isinstance(error, Violation):
+        error = ProviderError.invalid_request(error.field, error.problem)
+    return instances_pb2.InstanceResult(key=key, error=error.to_query_error())
 
 
 # ---- LoadBalancerService ----

@@ -13,6 +13,7 @@ for them. The ``google.rpc`` messages come from googleapis-common-protos.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Iterable, Mapping
 
 import grpc
@@ -20,7 +21,7 @@ from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from ccmrs.cloudprovider.v1 import errors_pb2
+from ccmrs.cloudprovider.v1 import errors_pb2, instances_pb2
 
 from .fencing import FencingToken
 
@@ -331,6 +332,25 @@ class ProviderError(Exception):
                 )
             )
         return status
+
+    def to_query_error(self) -> instances_pb2.QueryError:
+        """The ``QueryError`` of a BatchInstances query whose single call
+        would fail with this error (contract 1.4.0): the same code, reason,
+        message, first field and retry delay (in milliseconds, rounded up)."""
+        error = instances_pb2.QueryError(
+            code=self.code.value[0],
+            reason=(
+                errors_pb2.ErrorReason.Value("ERROR_REASON_" + self.reason)
+                if self.reason and _known_reason(self.reason)
+                else 0
+            ),
+            message=bounded(self.message),
+        )
+        if self.field_violations:
+            error.field = bounded(self.field_violations[0][0])
+        if self.retry_after is not None and self.retry_after > 0:
+            error.retry_delay_ms = min(math.ceil(self.retry_after * 1000), 2**32 - 1)
+        return error
 
     def to_grpc_status(self) -> grpc.Status:
         """The status as grpc wants it for ``context.abort_with_status``."""

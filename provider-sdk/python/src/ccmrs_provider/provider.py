@@ -85,6 +85,18 @@ class CallContext:
     def __repr__(self) -> str:
         return f"CallContext(method={self.method!r}, request_id={self.request_id!r})"
 
+    def _child(self, method: str) -> CallContext:
+        """The context of one query of a batch answered by ``method``: the
+        same request id, deadline, fencing token and trace id, its own
+        warnings. The SDK cancels it with the batch."""
+        return CallContext(
+            method=method,
+            request_id=self.request_id,
+            deadline=self.deadline,
+            fencing_token=self.fencing_token,
+            trace_id=self.trace_id,
+        )
+
     @property
     def cancelled(self) -> bool:
         """True once the caller has given up (cancelled, or its deadline
@@ -265,6 +277,17 @@ class Identity(ABC):
         return Readiness.ready()
 
 
+#: What :meth:`Instances.batch_instances` answers for one query.
+BatchAnswer = (
+    Existence
+    | bool
+    | ShutdownState
+    | _instances_pb2.InstanceMetadata
+    | _instances_pb2.InstanceMetadataResponse
+    | ProviderError
+)
+
+
 class Instances(ABC):
     """``InstancesService`` (InstancesV2 semantics). Prefer
     ``node.provider_id``; fall back to the name, labels or annotations when
@@ -291,6 +314,27 @@ class Instances(ABC):
         self, ctx: CallContext, node: types_pb2.NodeRef
     ) -> _instances_pb2.InstanceMetadata | Awaitable[_instances_pb2.InstanceMetadata]:
         """An unknown instance raises ``ProviderError.instance_not_found``."""
+
+    def batch_instances(
+        self, ctx: CallContext, queries: Sequence[_instances_pb2.InstanceQuery]
+    ) -> Mapping[str, BatchAnswer] | Awaitable[Mapping[str, BatchAnswer]]:
+        """OPTIONAL (contract 1.4.0): answers many queries at once, for a
+        cloud whose API answers for many instances in one call. Without an
+        override the SDK answers ``BatchInstances`` by calling the three
+        methods above for each query, 16 at once.
+
+        Each query has a ``key``, a ``node`` (checked as for the single
+        methods: a Node of another provider's scheme never arrives here) and
+        a ``question`` (``INSTANCE_QUESTION_EXISTENCE``, ``_SHUTDOWN`` or
+        ``_METADATA``). Answer a mapping from each key to what the single
+        method would return (``Existence`` or a bool, ``ShutdownState``,
+        ``InstanceMetadata`` or, with warnings about the Node, an
+        ``InstanceMetadataResponse``) or the ``ProviderError`` it would
+        raise; the SDK checks each answer as the single call's, and a key
+        without a valid answer gets INTERNAL. Raise only when no query could
+        be answered (the cloud unreachable or throttling): the whole call
+        fails with that error."""
+        raise NotImplementedError
 
 
 class LoadBalancers(ABC):

@@ -60,7 +60,7 @@ from .provider import (
 )
 
 #: The contract version reported in ``GetProviderInfo``.
-CONTRACT_VERSION = "1.3.0"
+CONTRACT_VERSION = "1.4.0"
 #: Both directions accept messages up to this size, the contract's minimum
 #: (grpc's own default for receiving is 4 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -178,15 +178,19 @@ class ProviderServer:
         self._capabilities.capabilities.extend(caps)
 
     def with_instances(self, impl: Instances) -> ProviderServer:
+        # BatchInstances is served for every provider: its own
+        # batch_instances, else by fan-out over the single methods.
         adapter = _InstancesAdapter(
             self._rt,
             impl,
             list(self._info.provider_id_schemes) or [self._info.provider_id_scheme],
+            native=_overrides(impl, Instances, "batch_instances"),
         )
         self._add(
             "ccmrs.cloudprovider.v1.InstancesService",
             functools.partial(instances_pb2_grpc.add_InstancesServiceServicer_to_server, adapter),
             identity_pb2.CAPABILITY_INSTANCES,
+            identity_pb2.CAPABILITY_INSTANCES_BATCH,
         )
         return self
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 
-from ccmrs.cloudprovider.v1 import identity_pb2, types_pb2
+from ccmrs.cloudprovider.v1 import identity_pb2, instances_pb2, types_pb2
 
 #: Longest object name accepted (Kubernetes' DNS-1123 subdomain limit).
 MAX_NAME_BYTES = 253
@@ -319,6 +319,32 @@ def route(field: str, r: Any) -> Any:
         name(f"{field}.target_node", r.target_node)
     node_addresses(f"{field}.target_node_addresses", r.target_node_addresses)
     return r
+
+
+#: The most queries one BatchInstances request may carry (contract 1.4.0).
+MAX_BATCH_QUERIES = 500
+
+_QUESTION = instances_pb2.DESCRIPTOR.enum_types_by_name["InstanceQuestion"]
+
+
+def batch_instances_request(request: Any) -> None:
+    """What makes a whole BatchInstances request invalid (contract 1.4.0): 1
+    to MAX_BATCH_QUERIES queries, each key non-empty, at most 253 bytes and
+    distinct, each question known. A query's node is not checked here: a bad
+    node fails only its query, with the error the single call answers."""
+    queries = request.queries
+    if not queries:
+        raise Violation("queries", "at least one query is required")
+    if len(queries) > MAX_BATCH_QUERIES:
+        raise Violation("queries", f"has {len(queries)} queries, more than {MAX_BATCH_QUERIES}")
+    seen: dict[str, int] = {}
+    for i, q in enumerate(queries):
+        field = f"queries[{i}]"
+        name(f"{field}.key", q.key)
+        if q.key in seen:
+            raise Violation(f"{field}.key", f"{q.key!r} is also the key of queries[{seen[q.key]}]")
+        seen[q.key] = i
+        known_enum(f"{field}.question", q.question, _QUESTION)
 
 
 # ---- answers ----
