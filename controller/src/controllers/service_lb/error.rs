@@ -79,6 +79,7 @@ impl SyncError {
             SyncError::Provider { source, .. } => match source {
                 ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
                 ClientError::Unsupported(_) | ClientError::Endpoint(_) => "ProviderError",
+                ClientError::InvalidRequest { .. } => "InvalidRequest",
                 ClientError::Refused { .. } => "NotLeader",
                 ClientError::BudgetExhausted { .. } => "ProviderBudgetExhausted",
                 ClientError::Provider(e) => match e.reason() {

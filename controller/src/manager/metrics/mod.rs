@@ -60,7 +60,9 @@ pub struct ReasonLabels {
 pub fn service_of(method: &str) -> &'static str {
     match method {
         "GetProviderInfo" | "GetProviderCapabilities" | "Probe" => "Identity",
-        "InstanceExists" | "InstanceShutdown" | "InstanceMetadata" => "Instances",
+        "InstanceExists" | "InstanceShutdown" | "InstanceMetadata" | "BatchInstances" => {
+            "Instances"
+        }
         "GetLoadBalancer"
         | "GetLoadBalancerName"
         | "EnsureLoadBalancer"
