@@ -49,7 +49,9 @@ pub struct ReasonLabels {
 pub fn service_of(method: &str) -> &'static str {
     match method {
         "GetProviderInfo" | "GetProviderCapabilities" | "Probe" => "Identity",
-        "InstanceExists" | "InstanceShutdown" | "InstanceMetadata" => "Instances",
+        "InstanceExists" | "InstanceShutdown" | "InstanceMetadata" | "BatchInstances" => {
+            "Instances"
+        }
         "GetLoadBalancer"
         | "GetLoadBalancerName"
         | "EnsureLoadBalancer"
@@ -181,6 +183,34 @@ impl CallObserver for ProviderMetrics {
 
 pub use ccm_runtime::metrics::{QueueLabels, QueueMetrics};
 
+/// `ccm_provider_instance_batch_size`: the questions of each
+/// `BatchInstances` call the controller sent; its `_count` is the batches
+/// sent, its `_sum` the questions they carried.
+#[derive(Clone, Debug)]
+pub struct BatchMetrics {
+    pub sizes: Histogram,
+}
+
+fn batch_histogram() -> Histogram {
+    // 1 .. 500, the contract's largest batch.
+    Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0])
+}
+
+impl Default for BatchMetrics {
+    fn default() -> Self {
+        BatchMetrics {
+            sizes: batch_histogram(),
+        }
+    }
+}
+
+impl BatchMetrics {
+    /// One batch of `questions` sent.
+    pub fn observe(&self, questions: usize) {
+        self.sizes.observe(questions as f64);
+    }
+}
+
 /// Upstream's controller metrics, where they apply.
 #[derive(Clone)]
 pub struct ControllerMetrics {
@@ -203,6 +233,8 @@ pub struct ControllerMetrics {
     /// `ccm_events_dropped_total`: Events not written because a
     /// controller's event queue was full.
     pub events_dropped: Counter,
+    /// `ccm_provider_instance_batch_size`: batched instance questions.
+    pub instance_batches: BatchMetrics,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -228,6 +260,7 @@ fn register_series<C: Metric, H: Metric, S: Metric>(
     orphan_sweeps: S,
     orphans_deleted: C,
     events_dropped: C,
+    instance_batches: H,
 ) {
     registry.register(
         "service_controller_loadbalancer_sync",
@@ -264,6 +297,11 @@ fn register_series<C: Metric, H: Metric, S: Metric>(
         "Events not written because a controller's event queue was full",
         events_dropped,
     );
+    registry.register(
+        "ccm_provider_instance_batch_size",
+        "Questions per BatchInstances call sent to the provider (the count is the batches sent)",
+        instance_batches,
+    );
 }
 
 fn nodesync_histogram() -> Histogram {
@@ -282,6 +320,7 @@ impl ControllerMetrics {
             orphan_sweeps: Family::default(),
             orphans_deleted: Counter::default(),
             events_dropped: Counter::default(),
+            instance_batches: BatchMetrics::default(),
         };
         register_series(
             registry,
@@ -292,6 +331,7 @@ impl ControllerMetrics {
             m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
             m.events_dropped.clone(),
+            m.instance_batches.sizes.clone(),
         );
         m
     }
@@ -318,6 +358,7 @@ pub struct LabelledControllerMetrics {
     orphan_sweeps: ProviderSweeps,
     orphans_deleted: Family<ProviderLabel, Counter>,
     events_dropped: Family<ProviderLabel, Counter>,
+    instance_batches: Family<ProviderLabel, Histogram>,
 }
 
 /// Each provider's `orphan_sweeps` family (its type is the one the
@@ -373,6 +414,7 @@ impl ControllerMetricsByProvider {
             orphan_sweeps: ProviderSweeps::default(),
             orphans_deleted: Family::default(),
             events_dropped: Family::default(),
+            instance_batches: Family::new_with_constructor(batch_histogram),
         };
         register_series(
             registry,
@@ -383,6 +425,7 @@ impl ControllerMetricsByProvider {
             m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
             m.events_dropped.clone(),
+            m.instance_batches.clone(),
         );
         ControllerMetricsByProvider::Hybrid(Box::new(m))
     }
@@ -403,6 +446,9 @@ impl ControllerMetricsByProvider {
                     orphan_sweeps: m.orphan_sweeps.of(provider),
                     orphans_deleted: m.orphans_deleted.get_or_create_owned(&l),
                     events_dropped: m.events_dropped.get_or_create_owned(&l),
+                    instance_batches: BatchMetrics {
+                        sizes: m.instance_batches.get_or_create_owned(&l),
+                    },
                 }
             }
         }
@@ -572,6 +618,7 @@ mod tests {
         cloud.lb_syncs.inc();
         cloud.route_syncs.inc();
         cloud.nodesync_latency.observe(1.5);
+        cloud.instance_batches.observe(100);
         cloud
             .orphan_sweeps
             .get_or_create(&SweepLabels { result: "complete" })
@@ -596,6 +643,8 @@ mod tests {
             r#"service_controller_nodesync_latency_seconds_count{provider="cloud"} 1"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="complete",provider="cloud"} 2"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="failed",provider="onprem"} 1"#,
+            r#"ccm_provider_instance_batch_size_count{provider="cloud"} 1"#,
+            r#"ccm_provider_instance_batch_size_sum{provider="cloud"} 100.0"#,
         ] {
             assert!(text.contains(want), "{want} in {text}");
         }
@@ -615,9 +664,12 @@ mod tests {
             .get_or_create(&SweepLabels { result: "complete" })
             .inc();
         manager.set_running("route", &ProviderLabel::default(), true);
+        one.instance_batches.observe(7);
         let text = encoded(&registry);
         for want in [
             "route_controller_route_sync_total 1",
+            "ccm_provider_instance_batch_size_count 1",
+            r#"ccm_provider_instance_batch_size_bucket{le="10.0"} 1"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="complete"} 1"#,
             r#"running_managed_controllers{name="route",manager="cloud-controller-manager"} 1"#,
         ] {
