@@ -31,8 +31,8 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ccm_provider_sdk::proto::{Capability, NodeRef};
 use ccm_provider_sdk::client::MetadataAnswer;
+use ccm_provider_sdk::proto::{Capability, NodeRef};
 use ccm_provider_sdk::{ClientError, Existence, ProviderClient, ShutdownState};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -146,7 +146,11 @@ impl Backend for ProviderClient {
             .is_ok_and(|h| h.has(Capability::InstancesBatch))
     }
 
-    async fn single(&self, node: NodeRef, question: Question) -> Result<InstanceAnswer, ClientError> {
+    async fn single(
+        &self,
+        node: NodeRef,
+        question: Question,
+    ) -> Result<InstanceAnswer, ClientError> {
         Ok(match question {
             Question::Existence => InstanceAnswer::Existence(self.instance_exists(node).await?),
             Question::Shutdown => InstanceAnswer::Shutdown(self.instance_shutdown(node).await?),
@@ -604,7 +608,11 @@ mod tests {
         assert_eq!(fake.sizes().len(), 4, "no fifth batch in flight");
         hold.add_permits(1);
         settle().await;
-        assert_eq!(fake.sizes(), [1, 100, 100, 50, 3], "at once when one returns");
+        assert_eq!(
+            fake.sizes(),
+            [1, 100, 100, 50, 3],
+            "at once when one returns"
+        );
 
         hold.add_permits(10);
         for h in first.into_iter().chain(rest).chain(more) {
@@ -665,8 +673,7 @@ mod tests {
         assert_eq!(fake.sizes(), [4], "one batch");
 
         *fake.0.fail.lock() = Some(ClientError::Provider(ProviderError::cloud_unavailable(
-            "down",
-            None,
+            "down", None,
         )));
         let (a, b) = tokio::join!(i.exists(node("x")), i.metadata(node("y")));
         for e in [a.unwrap_err(), b.unwrap_err()] {
@@ -697,7 +704,11 @@ mod tests {
         let asked: Vec<&str> = batches[1].1.iter().map(|q| q.node.name.as_str()).collect();
         assert_eq!(asked, ["b", "c"]);
         assert_eq!(
-            batches[1].1.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(),
+            batches[1]
+                .1
+                .iter()
+                .map(|q| q.key.as_str())
+                .collect::<Vec<_>>(),
             ["0", "1"],
             "keys distinct"
         );
