@@ -384,7 +384,14 @@ async fn send<B: Backend>(backend: Arc<B>, batch: Vec<Pending>, metrics: BatchMe
         return;
     }
     metrics.observe(queries.len());
-    let id = format!("instances/batch-{n}");
+    // About one Node: the id its single call would carry, so a lone
+    // question reads the same in the provider's log either way.
+    let first = &queries[0].node.name;
+    let id = if queries.iter().all(|q| &q.node.name == first) {
+        crate::request_id::node_named(first)
+    } else {
+        format!("instances/batch-{n}")
+    };
     match crate::request_id::scoped(id, backend.batch(queries)).await {
         Err(e) => {
             for w in waiters.into_iter().flatten() {

@@ -635,6 +635,49 @@ mod tests {
         );
     }
 
+    /// Nothing done twice: the refresh does not ask about a Node this
+    /// process initialised within the last period (the answer was just
+    /// written), and does once the period has passed.
+    #[tokio::test]
+    async fn a_node_initialised_moments_ago_is_not_refreshed() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, _api) = api();
+        let n = tainted("fresh");
+        let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
+        state.reconcile(Arc::new(n.clone())).await.unwrap();
+        let mut fresh = n.clone();
+        fresh.spec.as_mut().unwrap().taints = None;
+        let mut old = tainted("old");
+        old.spec.as_mut().unwrap().taints = None;
+        let all = Arc::new(vec![Arc::new(fresh), Arc::new(old)]);
+        let refresh = AddressRefresh::new(state.clone(), &Settings::default());
+        let asked = || -> Vec<String> {
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::InstanceMetadata)
+                .into_iter()
+                .map(|c| c.request_id)
+                .collect()
+        };
+
+        provider.fake.clear_calls();
+        refresh.reconcile(all.clone()).await.unwrap();
+        assert_eq!(asked(), ["node/old"], "only the Node not initialised here");
+
+        // A period later it is refreshed as any other.
+        let long_ago = Instant::now() - Settings::default().status_period;
+        for t in state.initialised_at.lock().values_mut() {
+            *t = long_ago;
+        }
+        provider.fake.clear_calls();
+        refresh.reconcile(all).await.unwrap();
+        let mut got = asked();
+        got.sort();
+        assert_eq!(got, ["node/fresh", "node/old"]);
+        assert!(state.initialised_at.lock().is_empty(), "the record goes");
+    }
+
     #[tokio::test]
     async fn an_unknown_instance_writes_nothing_and_keeps_the_taint() {
         let provider = fake_provider(FakeConfig {
