@@ -30,5 +30,5 @@ pub mod v1 {
     /// The contract's semantic version, reported in `GetProviderInfo`. A
     /// rule providers MUST follow added to the contract bumps the minor
     /// version (docs/spec.md, "Changelog").
-    pub const CONTRACT_VERSION: &str = "1.3.0";
+    pub const CONTRACT_VERSION: &str = "1.4.0";
 }

@@ -29,6 +29,10 @@ impl ContractVersion {
     /// the identity, stable across answers (several providers per
     /// controller).
     pub const V1_3_0: ContractVersion = ContractVersion::new(1, 3, 0);
+    /// `BatchInstances` served by every provider with instances
+    /// (`CAPABILITY_INSTANCES_BATCH`), RetryInfo on QUOTA_EXCEEDED and
+    /// CLOUD_UNAVAILABLE.
+    pub const V1_4_0: ContractVersion = ContractVersion::new(1, 4, 0);
 
     pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
         ContractVersion {
@@ -111,6 +115,6 @@ mod tests {
 
     #[test]
     fn current_is_the_newest_rule_set() {
-        assert_eq!(ContractVersion::current(), ContractVersion::V1_3_0);
+        assert_eq!(ContractVersion::current(), ContractVersion::V1_4_0);
     }
 }

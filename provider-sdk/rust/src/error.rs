@@ -303,6 +303,64 @@ impl ProviderError {
     }
 }
 
+impl ProviderError {
+    /// The error as one query's result in a batch (`QueryError`, contract
+    /// 1.4.0): what [`ProviderError::to_status`] would send for the single
+    /// call, field by field (the first violation's field, the retry delay in
+    /// milliseconds).
+    pub fn to_query_error(&self) -> crate::proto::QueryError {
+        crate::proto::QueryError {
+            code: self.code as i32,
+            reason: self.reason.unwrap_or(ErrorReason::Unspecified) as i32,
+            message: bounded(&self.message),
+            field: self
+                .field_violations
+                .first()
+                .map(|(f, _)| bounded(f))
+                .unwrap_or_default(),
+            retry_delay_ms: self
+                .retry_after
+                .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
+                .unwrap_or(0),
+        }
+    }
+
+    /// Reads one query's `QueryError` back into the error
+    /// [`ProviderError::from_status`] would make of the single call's
+    /// status, so a caller handles both alike. A violation's description is
+    /// the message without its `"<field>: "` prefix (how
+    /// [`ProviderError::invalid_request`] writes it). `None` for code OK,
+    /// which is no error.
+    pub fn from_query_error(e: &crate::proto::QueryError) -> Option<Self> {
+        let code = Code::from_i32(e.code);
+        if code == Code::Ok {
+            return None;
+        }
+        let message = bounded(&e.message);
+        let field_violations = if e.field.is_empty() {
+            Vec::new()
+        } else {
+            let field = bounded(&e.field);
+            let description = message
+                .strip_prefix(&format!("{field}: "))
+                .unwrap_or(&message)
+                .to_owned();
+            vec![(field, description)]
+        };
+        Some(ProviderError {
+            code,
+            reason: ErrorReason::try_from(e.reason)
+                .ok()
+                .filter(|r| *r != ErrorReason::Unspecified),
+            message,
+            retry_after: (e.retry_delay_ms > 0)
+                .then(|| Duration::from_millis(e.retry_delay_ms.into())),
+            field_violations,
+            newest_leader: None,
+        })
+    }
+}
+
 /// The longest error message or violation text either side passes on.
 pub const MAX_ERROR_TEXT_BYTES: usize = 4096;
 
@@ -379,6 +437,30 @@ mod tests {
             let back = ProviderError::from_status(&e.to_status());
             assert_eq!(back, e);
         }
+    }
+
+    /// A batch's query error reads back as the single call's status does:
+    /// the controller handles a query's failure as the single call's.
+    #[test]
+    fn every_constructor_round_trips_through_a_query_error() {
+        let cases = [
+            ProviderError::instance_not_found("i-1 is gone"),
+            ProviderError::retry_after("provisioning", Duration::from_millis(1500)),
+            ProviderError::quota_exceeded("no more calls"),
+            ProviderError::cloud_unavailable("throttled", Some(Duration::from_secs(2))),
+            ProviderError::cloud_unavailable("down", None),
+            ProviderError::credentials_invalid("expired"),
+            ProviderError::invalid_request("node.provider_id", "not ours"),
+            ProviderError::internal("bug"),
+            ProviderError::unimplemented("no"),
+        ];
+        for e in cases {
+            let single = ProviderError::from_status(&e.to_status());
+            let batch = ProviderError::from_query_error(&e.to_query_error()).unwrap();
+            assert_eq!(batch, single);
+        }
+        let ok = crate::proto::QueryError::default();
+        assert_eq!(ProviderError::from_query_error(&ok), None);
     }
 
     #[test]

@@ -127,8 +127,9 @@ pub use error::{Outcome, ProviderError, ProviderResult};
 pub use fencing::FencingToken;
 pub use node_set::NodeSet;
 pub use provider::{
-    CallContext, Cancellation, Clusters, Existence, Identity, Instances, LbAnswer, LbOutcome,
-    LoadBalancerEntry, LoadBalancers, ProviderInfo, Readiness, Routes, ShutdownState, Volumes,
+    BatchAnswers, CallContext, Cancellation, Clusters, Existence, Identity, InstanceAnswer,
+    InstanceQuery, InstanceQuestion, Instances, LbAnswer, LbOutcome, LoadBalancerEntry,
+    LoadBalancers, MetadataAnswer, ProviderInfo, Readiness, Routes, ShutdownState, Volumes,
     Warnings, Zones, cluster_scoped_load_balancer_name, default_load_balancer_name,
 };
 #[cfg(feature = "server")]

@@ -297,6 +297,161 @@ pub trait Instances: Send + Sync + 'static {
         ctx: CallContext,
         node: NodeRef,
     ) -> impl Future<Output = ProviderResult<InstanceMetadata>> + Send;
+
+    /// Answers many questions at once (`BatchInstances`, contract 1.4.0).
+    /// Every provider with instances serves it: the default asks the single
+    /// methods, at most [`BATCH_FAN_OUT`] at a time, each with its own
+    /// context (so warnings stay with their Node). A cloud that can answer
+    /// for many instances in one API call overrides it.
+    ///
+    /// The SDK has checked the request (1 to 500 queries, keys distinct)
+    /// and refused, query by query, a Node the single calls would refuse
+    /// (malformed, or a providerID of a scheme the provider does not own):
+    /// those never reach this method. Return one result per query, keyed by
+    /// [`InstanceQuery::key`], with an answer of the kind asked or the error
+    /// the single call would return; the SDK checks each answer as it checks
+    /// the single calls' (and turns a bad one, a missing one or one of the
+    /// wrong kind into INTERNAL for that query). Fail the whole call only
+    /// when no query could be answered (the cloud is unreachable, the quota
+    /// spent).
+    fn batch_instances(
+        &self,
+        ctx: CallContext,
+        queries: Vec<InstanceQuery>,
+    ) -> impl Future<Output = ProviderResult<BatchAnswers>> + Send {
+        fan_out(self, ctx, queries)
+    }
+}
+
+/// A batch's results: each query's key with its answer or error.
+pub type BatchAnswers = Vec<(String, ProviderResult<InstanceAnswer>)>;
+
+/// How many single calls the default [`Instances::batch_instances`] runs at
+/// once.
+pub const BATCH_FAN_OUT: usize = 16;
+
+/// What one query of a batch asks (`InstanceQuestion` without
+/// UNSPECIFIED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InstanceQuestion {
+    /// As `InstanceExists`.
+    Existence,
+    /// As `InstanceShutdown`.
+    Shutdown,
+    /// As `InstanceMetadata`.
+    Metadata,
+}
+
+impl InstanceQuestion {
+    /// The contract's value.
+    pub fn to_proto(self) -> crate::proto::InstanceQuestion {
+        match self {
+            InstanceQuestion::Existence => crate::proto::InstanceQuestion::Existence,
+            InstanceQuestion::Shutdown => crate::proto::InstanceQuestion::Shutdown,
+            InstanceQuestion::Metadata => crate::proto::InstanceQuestion::Metadata,
+        }
+    }
+
+    /// `None` for UNSPECIFIED and unknown values.
+    pub fn from_proto(value: i32) -> Option<Self> {
+        match crate::proto::InstanceQuestion::try_from(value).ok()? {
+            crate::proto::InstanceQuestion::Existence => Some(InstanceQuestion::Existence),
+            crate::proto::InstanceQuestion::Shutdown => Some(InstanceQuestion::Shutdown),
+            crate::proto::InstanceQuestion::Metadata => Some(InstanceQuestion::Metadata),
+            crate::proto::InstanceQuestion::Unspecified => None,
+        }
+    }
+
+    /// The single call that asks the same.
+    pub fn method(self) -> &'static str {
+        match self {
+            InstanceQuestion::Existence => "InstanceExists",
+            InstanceQuestion::Shutdown => "InstanceShutdown",
+            InstanceQuestion::Metadata => "InstanceMetadata",
+        }
+    }
+}
+
+/// One question of a batch about one Node's instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceQuery {
+    /// Chosen by the caller, unique within the batch, 1 to 253 bytes.
+    pub key: String,
+    pub node: NodeRef,
+    pub question: InstanceQuestion,
+}
+
+/// An `InstanceMetadata` answer: the metadata, and warnings about the Node
+/// (contract 1.2.0) for the controller to publish as Warning Events on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetadataAnswer {
+    pub metadata: InstanceMetadata,
+    pub warnings: Vec<Warning>,
+}
+
+/// The answer to one query of a batch, of the kind its question asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InstanceAnswer {
+    Existence(Existence),
+    Shutdown(ShutdownState),
+    Metadata(MetadataAnswer),
+}
+
+impl InstanceAnswer {
+    /// The question this answers.
+    pub fn question(&self) -> InstanceQuestion {
+        match self {
+            InstanceAnswer::Existence(_) => InstanceQuestion::Existence,
+            InstanceAnswer::Shutdown(_) => InstanceQuestion::Shutdown,
+            InstanceAnswer::Metadata(_) => InstanceQuestion::Metadata,
+        }
+    }
+}
+
+/// The default batch: each query by its single method, [`BATCH_FAN_OUT`] at
+/// a time.
+async fn fan_out<T: Instances + ?Sized>(
+    provider: &T,
+    ctx: CallContext,
+    queries: Vec<InstanceQuery>,
+) -> ProviderResult<BatchAnswers> {
+    use futures::stream::{self, StreamExt};
+    let ctx = &ctx;
+    Ok(stream::iter(queries)
+        .map(|q| async move {
+            // Its own warnings: the SDK hands each metadata answer's to its
+            // Node only.
+            let ctx = CallContext {
+                warnings: Warnings::default(),
+                ..ctx.clone()
+            };
+            let answer = match q.question {
+                InstanceQuestion::Existence => provider
+                    .instance_exists(ctx, q.node)
+                    .await
+                    .map(InstanceAnswer::Existence),
+                InstanceQuestion::Shutdown => provider
+                    .instance_shutdown(ctx, q.node)
+                    .await
+                    .map(InstanceAnswer::Shutdown),
+                InstanceQuestion::Metadata => {
+                    let warnings = ctx.warnings.clone();
+                    provider
+                        .instance_metadata(ctx, q.node)
+                        .await
+                        .map(|metadata| {
+                            InstanceAnswer::Metadata(MetadataAnswer {
+                                metadata,
+                                warnings: warnings.take(),
+                            })
+                        })
+                }
+            };
+            (q.key, answer)
+        })
+        .buffer_unordered(BATCH_FAN_OUT)
+        .collect()
+        .await)
 }
 
 /// A load balancer mutation's result: done, or handled by another controller.

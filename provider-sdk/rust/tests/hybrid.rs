@@ -48,8 +48,8 @@ async fn classes_unclassed_services_and_platforms_reach_the_handshake() {
         assert_eq!(info.check(), Ok(()));
         let (serving, c) = start(info).await;
         let h = c.handshake().await.unwrap();
-        assert_eq!(h.info.contract_version, "1.3.0");
-        assert_eq!(ContractVersion::current(), ContractVersion::V1_3_0);
+        assert_eq!(h.info.contract_version, "1.4.0");
+        assert_eq!(ContractVersion::current(), ContractVersion::V1_4_0);
         assert_eq!(h.classes(), ["example.com/cloud", "example.com/nlb"]);
         assert_eq!(
             h.info.unclassed_services,

@@ -236,7 +236,8 @@ async fn typed_round_trip_with_derived_capabilities() {
         vec![
             Capability::Instances,
             Capability::LoadBalancers,
-            Capability::NodeSets
+            Capability::NodeSets,
+            Capability::InstancesBatch
         ]
     );
     assert_eq!(

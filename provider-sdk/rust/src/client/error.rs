@@ -19,6 +19,12 @@ pub enum ClientError {
         method: &'static str,
         violation: Violation,
     },
+    /// The caller's request breaks the contract: nothing was sent.
+    #[error("{method} not sent: invalid request: {violation}")]
+    InvalidRequest {
+        method: &'static str,
+        violation: Violation,
+    },
     /// The provider did not advertise the capability the call needs.
     #[error("provider does not support {0:?}")]
     Unsupported(Capability),
@@ -41,6 +47,7 @@ impl ClientError {
             ClientError::Provider(e) => e.outcome(),
             ClientError::InvalidResponse { .. } => Outcome::Unknown,
             ClientError::Unsupported(_)
+            | ClientError::InvalidRequest { .. }
             | ClientError::Endpoint(_)
             | ClientError::Refused { .. } => Outcome::Final,
         }

@@ -31,10 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::transport::Channel;
 
+pub use crate::provider::{InstanceAnswer, InstanceQuery, InstanceQuestion, MetadataAnswer};
 pub use call::{MAX_REQUEST_ID_BYTES, RequestScope, code_name};
 pub use error::ClientError;
 pub use identity::Handshake;
-pub use instances::MetadataAnswer;
 pub use options::{CallObserver, ClientOptions, MutationGate};
 pub use rpcs::{LISTING_ANSWER_BYTES, OBJECT_ANSWER_BYTES, SMALL_ANSWER_BYTES};
 

@@ -103,6 +103,7 @@ unary_rpcs! {
     "InstanceExists": InstanceExistsRequest -> InstanceExistsResponse (SMALL_ANSWER_BYTES), InstancesServiceClient::instance_exists;
     "InstanceShutdown": InstanceShutdownRequest -> InstanceShutdownResponse (SMALL_ANSWER_BYTES), InstancesServiceClient::instance_shutdown;
     "InstanceMetadata": InstanceMetadataRequest -> InstanceMetadataResponse (OBJECT_ANSWER_BYTES), InstancesServiceClient::instance_metadata;
+    "BatchInstances": BatchInstancesRequest -> BatchInstancesResponse (LISTING_ANSWER_BYTES), InstancesServiceClient::batch_instances;
 
     "GetLoadBalancer": GetLoadBalancerRequest -> GetLoadBalancerResponse (OBJECT_ANSWER_BYTES), LoadBalancerServiceClient::get_load_balancer;
     "GetLoadBalancerName": GetLoadBalancerNameRequest -> GetLoadBalancerNameResponse (SMALL_ANSWER_BYTES), LoadBalancerServiceClient::get_load_balancer_name;

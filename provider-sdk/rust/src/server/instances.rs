@@ -6,14 +6,18 @@
 //! own instance is gone, and an answer of NOT_EXISTS about another cloud's
 //! instance would make the controller delete the Node.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::request::{bad_answer, call, context, invalid_request};
-use crate::error::ProviderError;
+use super::request::{bad_answer_error, call, call_provider, context, invalid_request};
+use crate::error::{ProviderError, ProviderResult};
 use crate::proto::*;
-use crate::provider::{Existence, Instances, ShutdownState};
+use crate::provider::{
+    Existence, InstanceAnswer, InstanceQuery as Query, InstanceQuestion as Question, Instances,
+    MetadataAnswer, ShutdownState,
+};
 use crate::validate::{self, answers};
 
 pub(super) struct InstancesAdapter<T> {
@@ -25,8 +29,9 @@ pub(super) struct InstancesAdapter<T> {
 
 impl<T> InstancesAdapter<T> {
     /// The request's Node, checked, and only if this provider may judge it.
-    fn node(&self, node: &Option<NodeRef>) -> Result<NodeRef, Status> {
-        let node = validate::node_ref("node", node).map_err(invalid_request)?;
+    fn node(&self, node: &Option<NodeRef>) -> Result<NodeRef, ProviderError> {
+        let node = validate::node_ref("node", node)
+            .map_err(|v| ProviderError::invalid_request(v.field, v.problem))?;
         if !node.provider_id.is_empty()
             && !validate::is_owned_provider_id(&node.provider_id, &self.schemes)
         {
@@ -47,76 +52,22 @@ impl<T> InstancesAdapter<T> {
                     "{:?} is not a providerID of this provider ({what} {schemes}); it can only answer for its own instances",
                     node.provider_id
                 ),
-            )
-            .to_status());
+            ));
         }
         Ok(node)
     }
-}
 
-#[tonic::async_trait]
-impl<T: Instances> instances_service_server::InstancesService for InstancesAdapter<T> {
-    async fn instance_exists(
-        &self,
-        req: Request<InstanceExistsRequest>,
-    ) -> Result<Response<InstanceExistsResponse>, Status> {
-        let ctx = context(&req)?;
-        let node = self.node(&req.get_ref().node)?;
-        let existence = match call(
-            "InstanceExists",
-            &ctx,
-            self.provider.instance_exists(ctx.clone(), node),
-        )
-        .await?
-        {
-            Existence::Exists => InstanceExistence::Exists,
-            Existence::NotExists => InstanceExistence::NotExists,
-        };
-        Ok(Response::new(InstanceExistsResponse {
-            existence: existence as i32,
-        }))
-    }
-
-    async fn instance_shutdown(
-        &self,
-        req: Request<InstanceShutdownRequest>,
-    ) -> Result<Response<InstanceShutdownResponse>, Status> {
-        let ctx = context(&req)?;
-        let node = self.node(&req.get_ref().node)?;
-        let state = match call(
-            "InstanceShutdown",
-            &ctx,
-            self.provider.instance_shutdown(ctx.clone(), node),
-        )
-        .await?
-        {
-            ShutdownState::Running => InstanceShutdownState::Running,
-            ShutdownState::ShutDown => InstanceShutdownState::ShutDown,
-        };
-        Ok(Response::new(InstanceShutdownResponse {
-            state: state as i32,
-        }))
-    }
-
-    async fn instance_metadata(
-        &self,
-        req: Request<InstanceMetadataRequest>,
-    ) -> Result<Response<InstanceMetadataResponse>, Status> {
-        let ctx = context(&req)?;
-        let node = self.node(&req.get_ref().node)?;
-        let metadata = call(
-            "InstanceMetadata",
-            &ctx,
-            self.provider.instance_metadata(ctx.clone(), node),
-        )
-        .await?;
-        let warnings = ctx.warnings.take();
-        // A provider bug must not reach the controller as a valid answer.
-        answers::instance_metadata(&metadata).map_err(bad_answer("an invalid InstanceMetadata"))?;
+    /// An `InstanceMetadata` answer as sent, once checked: a provider bug
+    /// must not reach the controller as a valid answer.
+    fn metadata(&self, answer: MetadataAnswer) -> Result<InstanceMetadataResponse, ProviderError> {
+        const WHAT: &str = "an invalid InstanceMetadata";
+        let MetadataAnswer { metadata, warnings } = answer;
+        answers::instance_metadata(&metadata).map_err(|v| bad_answer_error(WHAT, v))?;
         if !metadata.provider_id.is_empty()
             && !validate::is_owned_provider_id(&metadata.provider_id, &self.schemes)
         {
-            return Err(bad_answer("an invalid InstanceMetadata")(
+            return Err(bad_answer_error(
+                WHAT,
                 validate::Violation {
                     field: "metadata.provider_id".into(),
                     problem: format!(
@@ -127,19 +78,192 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
             ));
         }
         validate::node_warnings("warnings", &warnings)
-            .map_err(bad_answer("invalid warnings about the node"))?;
-        Ok(Response::new(InstanceMetadataResponse {
+            .map_err(|v| bad_answer_error("invalid warnings about the node", v))?;
+        Ok(InstanceMetadataResponse {
             metadata: Some(metadata),
             warnings,
+        })
+    }
+
+    /// One query's result as sent: its answer checked as the single call's
+    /// would be, or the error the single call would have answered.
+    fn result(
+        &self,
+        key: String,
+        question: Question,
+        answer: ProviderResult<InstanceAnswer>,
+    ) -> InstanceResult {
+        let result = answer.and_then(|a| match (question, a) {
+            (Question::Existence, InstanceAnswer::Existence(e)) => {
+                Ok(instance_result::Result::Existence(InstanceExistsResponse {
+                    existence: existence(e) as i32,
+                }))
+            }
+            (Question::Shutdown, InstanceAnswer::Shutdown(s)) => Ok(
+                instance_result::Result::Shutdown(InstanceShutdownResponse {
+                    state: shutdown_state(s) as i32,
+                }),
+            ),
+            (Question::Metadata, InstanceAnswer::Metadata(m)) => {
+                self.metadata(m).map(instance_result::Result::Metadata)
+            }
+            (asked, a) => Err(ProviderError::internal(format!(
+                "provider answered a {} question with a {} answer",
+                asked.method(),
+                a.question().method()
+            ))),
+        });
+        InstanceResult {
+            key,
+            result: Some(result.unwrap_or_else(|e| failed(&e))),
+        }
+    }
+}
+
+fn failed(e: &ProviderError) -> instance_result::Result {
+    instance_result::Result::Error(e.to_query_error())
+}
+
+fn existence(e: Existence) -> InstanceExistence {
+    match e {
+        Existence::Exists => InstanceExistence::Exists,
+        Existence::NotExists => InstanceExistence::NotExists,
+    }
+}
+
+fn shutdown_state(s: ShutdownState) -> InstanceShutdownState {
+    match s {
+        ShutdownState::Running => InstanceShutdownState::Running,
+        ShutdownState::ShutDown => InstanceShutdownState::ShutDown,
+    }
+}
+
+#[tonic::async_trait]
+impl<T: Instances> instances_service_server::InstancesService for InstancesAdapter<T> {
+    async fn instance_exists(
+        &self,
+        req: Request<InstanceExistsRequest>,
+    ) -> Result<Response<InstanceExistsResponse>, Status> {
+        let ctx = context(&req)?;
+        let node = self.node(&req.get_ref().node).map_err(|e| e.to_status())?;
+        let answer = call(
+            "InstanceExists",
+            &ctx,
+            self.provider.instance_exists(ctx.clone(), node),
+        )
+        .await?;
+        Ok(Response::new(InstanceExistsResponse {
+            existence: existence(answer) as i32,
         }))
     }
 
-    /// Not served yet: the provider does not announce
-    /// CAPABILITY_INSTANCES_BATCH, so the controller asks the single calls.
+    async fn instance_shutdown(
+        &self,
+        req: Request<InstanceShutdownRequest>,
+    ) -> Result<Response<InstanceShutdownResponse>, Status> {
+        let ctx = context(&req)?;
+        let node = self.node(&req.get_ref().node).map_err(|e| e.to_status())?;
+        let answer = call(
+            "InstanceShutdown",
+            &ctx,
+            self.provider.instance_shutdown(ctx.clone(), node),
+        )
+        .await?;
+        Ok(Response::new(InstanceShutdownResponse {
+            state: shutdown_state(answer) as i32,
+        }))
+    }
+
+    async fn instance_metadata(
+        &self,
+        req: Request<InstanceMetadataRequest>,
+    ) -> Result<Response<InstanceMetadataResponse>, Status> {
+        let ctx = context(&req)?;
+        let node = self.node(&req.get_ref().node).map_err(|e| e.to_status())?;
+        let metadata = call(
+            "InstanceMetadata",
+            &ctx,
+            self.provider.instance_metadata(ctx.clone(), node),
+        )
+        .await?;
+        let warnings = ctx.warnings.take();
+        self.metadata(MetadataAnswer { metadata, warnings })
+            .map(Response::new)
+            .map_err(|e| e.to_status())
+    }
+
+    /// Each query as the single call would answer it. A malformed request
+    /// fails the call; a Node the single call would refuse fails its query
+    /// only and never reaches the provider. The provider's answers are
+    /// checked as the single calls' are; a result for a key not asked (or
+    /// twice) fails the call, as no answer can then be trusted to be its
+    /// query's.
     async fn batch_instances(
         &self,
-        _: Request<BatchInstancesRequest>,
+        req: Request<BatchInstancesRequest>,
     ) -> Result<Response<BatchInstancesResponse>, Status> {
-        Err(Status::unimplemented("BatchInstances is not implemented"))
+        let ctx = context(&req)?;
+        let queries = req.into_inner().queries;
+        validate::batch_queries(&queries).map_err(invalid_request)?;
+        let mut results = Vec::with_capacity(queries.len());
+        let mut asked = HashMap::with_capacity(queries.len());
+        let mut forward = Vec::with_capacity(queries.len());
+        for q in queries {
+            let question =
+                Question::from_proto(q.question).expect("batch_queries checks questions");
+            match self.node(&q.node) {
+                Ok(node) => {
+                    asked.insert(q.key.clone(), question);
+                    forward.push(Query {
+                        key: q.key,
+                        node,
+                        question,
+                    });
+                }
+                Err(e) => results.push(InstanceResult {
+                    key: q.key,
+                    result: Some(failed(&e)),
+                }),
+            }
+        }
+        if forward.is_empty() {
+            return Ok(Response::new(BatchInstancesResponse { results }));
+        }
+        let answers = call_provider(
+            "BatchInstances",
+            &ctx,
+            self.provider.batch_instances(ctx.clone(), forward),
+        )
+        .await;
+        match answers {
+            Ok(answers) => {
+                for (key, answer) in answers {
+                    let Some(question) = asked.remove(&key) else {
+                        return Err(bad_answer_error(
+                            "an invalid BatchInstances",
+                            validate::Violation {
+                                field: "results".into(),
+                                problem: format!("key {key:?} was not asked, or is answered twice"),
+                            },
+                        )
+                        .to_status());
+                    };
+                    results.push(self.result(key, question, answer));
+                }
+                let missing = ProviderError::internal("provider answered no result to this query");
+                results.extend(asked.into_keys().map(|key| InstanceResult {
+                    key,
+                    result: Some(failed(&missing)),
+                }));
+            }
+            // Nothing could be answered, and no query was refused before:
+            // the call's error is every query's.
+            Err(e) if results.is_empty() => return Err(e.to_status()),
+            Err(e) => results.extend(asked.into_keys().map(|key| InstanceResult {
+                key,
+                result: Some(failed(&e)),
+            })),
+        }
+        Ok(Response::new(BatchInstancesResponse { results }))
     }
 }

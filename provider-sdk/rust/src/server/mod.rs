@@ -98,7 +98,9 @@ impl<I: Identity> ProviderServer<I> {
                 },
             }
         ));
-        self.add(svc, &[Capability::Instances]);
+        // Every provider with instances serves the batch: natively, or by
+        // the default fan-out to its single methods.
+        self.add(svc, &[Capability::Instances, Capability::InstancesBatch]);
         self
     }
 

@@ -120,6 +120,21 @@ pub(super) async fn call<T, F>(method: &'static str, ctx: &CallContext, f: F) ->
 where
     F: Future<Output = Result<T, ProviderError>>,
 {
+    call_provider(method, ctx, f)
+        .await
+        .map_err(|e| e.to_status())
+}
+
+/// [`call`], keeping the provider's error as it is (a batch hands it to
+/// its queries).
+pub(super) async fn call_provider<T, F>(
+    method: &'static str,
+    ctx: &CallContext,
+    f: F,
+) -> Result<T, ProviderError>
+where
+    F: Future<Output = Result<T, ProviderError>>,
+{
     let span = tracing::info_span!(
         "rpc",
         method,
@@ -136,7 +151,7 @@ where
             || tracing::debug!(code = ?e.code(), reason = ?e.reason(), error = %e, "call failed"),
         );
     }
-    result.map_err(|e| e.to_status())
+    result
 }
 
 /// Cancels its [`Cancellation`] when dropped while still armed.
@@ -159,7 +174,12 @@ pub(super) fn cluster_name(v: &str) -> Result<String, Status> {
 /// answered): a provider bug must not reach the controller as a valid
 /// answer.
 pub(super) fn bad_answer(what: &'static str) -> impl Fn(Violation) -> Status {
-    move |v| ProviderError::internal(format!("provider answered {what}: {v}")).to_status()
+    move |v| bad_answer_error(what, v).to_status()
+}
+
+/// [`bad_answer`] as the error itself.
+pub(super) fn bad_answer_error(what: &str, v: Violation) -> ProviderError {
+    ProviderError::internal(format!("provider answered {what}: {v}"))
 }
 
 #[cfg(test)]

@@ -46,6 +46,46 @@ pub fn node_ref(field: &str, node: &Option<NodeRef>) -> Checked<NodeRef> {
     Ok(n.clone())
 }
 
+/// A `BatchInstancesRequest`'s own rules (contract 1.4.0): 1 to
+/// [`MAX_BATCH_QUERIES`](super::MAX_BATCH_QUERIES) queries, each with a key
+/// of 1 to [`MAX_NAME_BYTES`](super::MAX_NAME_BYTES) bytes given once and a
+/// question. A query's node is checked as the single calls check theirs,
+/// query by query: one bad Node does not fail the batch.
+pub fn batch_queries(queries: &[crate::proto::InstanceQuery]) -> Checked {
+    use super::{MAX_BATCH_QUERIES, MAX_NAME_BYTES};
+    if queries.is_empty() || queries.len() > MAX_BATCH_QUERIES {
+        return Err(violation(
+            "queries",
+            format!(
+                "has {} queries; 1 to {MAX_BATCH_QUERIES} are allowed",
+                queries.len()
+            ),
+        ));
+    }
+    let mut keys = std::collections::HashSet::with_capacity(queries.len());
+    for (i, q) in queries.iter().enumerate() {
+        if q.key.is_empty() || q.key.len() > MAX_NAME_BYTES {
+            return Err(violation(
+                format!("queries[{i}].key"),
+                format!("must be 1 to {MAX_NAME_BYTES} bytes"),
+            ));
+        }
+        if !keys.insert(q.key.as_str()) {
+            return Err(violation(
+                format!("queries[{i}].key"),
+                format!("{:?} is given twice; keys must be distinct", q.key),
+            ));
+        }
+        if crate::provider::InstanceQuestion::from_proto(q.question).is_none() {
+            return Err(violation(
+                format!("queries[{i}].question"),
+                format!("{} is not a question", q.question),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every node of a load balancer call is checked, so a call with 1,000
 /// backends checks 1,000 nodes: without copying them, and with field names
 /// (`nodes[i].labels[k]`) built only for a part that fails.

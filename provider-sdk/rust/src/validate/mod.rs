@@ -48,6 +48,8 @@ pub(crate) fn lazily<T>(
     check("").or_else(|_| check(&field()))
 }
 
+/// Most queries one `BatchInstances` call may carry (contract 1.4.0).
+pub const MAX_BATCH_QUERIES: usize = 500;
 /// Longest object name accepted (Kubernetes' DNS-1123 subdomain limit).
 pub const MAX_NAME_BYTES: usize = 253;
 /// Largest total size of one object's annotations (Kubernetes' limit).
