@@ -31,7 +31,9 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ccm_provider_sdk::client::MetadataAnswer;
+pub use ccm_provider_sdk::client::{
+    InstanceAnswer, InstanceQuery as Query, InstanceQuestion as Question, MetadataAnswer,
+};
 use ccm_provider_sdk::proto::{Capability, NodeRef};
 use ccm_provider_sdk::{ClientError, Existence, ProviderClient, ShutdownState};
 use futures::StreamExt;
@@ -77,41 +79,6 @@ impl BatchSettings {
     pub fn window(&self) -> usize {
         self.size.clamp(1, MAX_BATCH_SIZE) * BATCHES_IN_FLIGHT
     }
-}
-
-/// What is asked about a Node's instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Question {
-    Existence,
-    Shutdown,
-    Metadata,
-}
-
-impl Question {
-    /// The single RPC that answers it.
-    pub fn method(self) -> &'static str {
-        match self {
-            Question::Existence => "InstanceExists",
-            Question::Shutdown => "InstanceShutdown",
-            Question::Metadata => "InstanceMetadata",
-        }
-    }
-}
-
-/// An answer, of the kind its question asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum InstanceAnswer {
-    Existence(Existence),
-    Shutdown(ShutdownState),
-    Metadata(MetadataAnswer),
-}
-
-/// One question of a batch; `key` is unique within it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Query {
-    pub key: String,
-    pub node: NodeRef,
-    pub question: Question,
 }
 
 /// A batch's answers: one per key, each the answer or that question's
@@ -160,10 +127,8 @@ impl Backend for ProviderClient {
         })
     }
 
-    async fn batch(&self, _queries: Vec<Query>) -> Result<BatchResults, ClientError> {
-        // The client's BatchInstances is not there yet: the Rust SDK
-        // announces no capability, so this is never reached.
-        Err(ClientError::Unsupported(Capability::InstancesBatch))
+    async fn batch(&self, queries: Vec<Query>) -> Result<BatchResults, ClientError> {
+        self.batch_instances(queries).await
     }
 }
 

@@ -78,7 +78,9 @@ impl SyncError {
             SyncError::Kube { .. } | SyncError::Stale { .. } => "KubernetesAPIError",
             SyncError::Provider { source, .. } => match source {
                 ClientError::InvalidResponse { .. } => "InvalidProviderAnswer",
-                ClientError::Unsupported(_) | ClientError::Endpoint(_) => "ProviderError",
+                ClientError::Unsupported(_)
+                | ClientError::InvalidRequest { .. }
+                | ClientError::Endpoint(_) => "ProviderError",
                 ClientError::Refused { .. } => "NotLeader",
                 ClientError::Provider(e) => match e.reason() {
                     Some(ErrorReason::RetryAfter | ErrorReason::OperationPending) => "Provisioning",
