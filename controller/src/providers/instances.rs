@@ -517,23 +517,6 @@ mod tests {
             .collect()
     }
 
-    /// The batches counted, and the questions they carried.
-    fn sent(m: &BatchMetrics) -> (u64, f64) {
-        let mut registry = prometheus_client::registry::Registry::default();
-        registry.register("b", "", m.sizes.clone());
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        let value = |series: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(series))
-                .unwrap()
-                .trim()
-                .parse::<f64>()
-                .unwrap()
-        };
-        (value("b_count ") as u64, value("b_sum "))
-    }
-
     /// Lets every ready task run (paused time does not move).
     async fn settle() {
         for _ in 0..50 {
@@ -591,7 +574,7 @@ mod tests {
             let answer = h.await.unwrap().unwrap();
             assert!(answer.metadata.provider_id.starts_with("fake://"));
         }
-        assert_eq!(sent(&metrics), (5, 254.0), "batches and questions sent");
+        assert_eq!(metrics.sent(), (5, 254.0), "batches and questions sent");
     }
 
     /// While a batch is in flight, questions collect until it returns (if
@@ -699,7 +682,7 @@ mod tests {
         assert_eq!(b.unwrap().metadata.provider_id, "fake://n");
         assert_eq!(Instant::now(), start);
         assert!(fake.sizes().is_empty());
-        assert_eq!(sent(&metrics), (0, 0.0));
+        assert_eq!(metrics.sent(), (0, 0.0));
         let singles: Vec<(String, Question)> = fake
             .0
             .singles

@@ -405,6 +405,92 @@ mod tests {
         assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
     }
 
+    /// With a provider that batches, a pass asks whether every NotReady
+    /// Node exists in a few batches, then whether only those that exist are
+    /// shut down, and acts on each answer as the single calls' would be.
+    #[tokio::test]
+    async fn a_batched_pass_asks_existence_then_shutdown_of_those_that_exist() {
+        let provider = cloud(&["sleepy", "awake", "ready"]);
+        ready(&provider).await;
+        assert!(
+            provider
+                .client
+                .handshake()
+                .await
+                .unwrap()
+                .has(ccm_provider_sdk::proto::Capability::InstancesBatch)
+        );
+        provider.fake.shutdown_instance("sleepy").unwrap();
+        provider.fake.clear_calls();
+        let (client, api) = accepting_api();
+        let ctx = context(client, &provider, vec![]);
+        let passes = Passes {
+            lifecycle: Lifecycle::new(ctx.clone()),
+            period: Duration::from_secs(5),
+        };
+        let nodes: Vec<Arc<Node>> = [
+            node("gone-a", "Unknown", &[]),
+            node("gone-b", "False", &[]),
+            node("sleepy", "False", &["dedicated"]),
+            node("awake", "Unknown", &[]),
+            node("ready", "True", &[]),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        passes.reconcile(Arc::new(nodes)).await.unwrap();
+
+        let deleted: Vec<String> = api
+            .all()
+            .into_iter()
+            .filter(|c| c.method == http::Method::DELETE)
+            .map(|c| c.line())
+            .collect();
+        assert_eq!(
+            deleted,
+            ["DELETE /api/v1/nodes/gone-a", "DELETE /api/v1/nodes/gone-b"]
+        );
+        let patches: Vec<Call> = api
+            .all()
+            .into_iter()
+            .filter(|c| c.method == http::Method::PATCH)
+            .collect();
+        assert_eq!(patches.len(), 1, "{patches:?}");
+        assert_eq!(patches[0].line(), "PATCH /api/v1/nodes/sleepy");
+        assert_eq!(
+            patches[0].body["spec"]["taints"][1]["key"],
+            node::SHUTDOWN_TAINT
+        );
+        // The fake answers batches by the SDK's fan-out to its single
+        // methods: four existence questions, two shutdown ones (the gone
+        // and the Ready are not asked), in far fewer batches.
+        assert_eq!(provider.fake.calls_of(Method::InstanceExists).len(), 4);
+        assert_eq!(provider.fake.calls_of(Method::InstanceShutdown).len(), 2);
+        let (batches, questions) = ctx.metrics.instance_batches.sent();
+        assert_eq!(questions, 6.0);
+        assert!((2..=4).contains(&batches), "{batches} batches");
+    }
+
+    /// An error for one Node in a batch deletes nothing, as the single
+    /// call's error.
+    #[tokio::test]
+    async fn a_batched_error_deletes_nothing() {
+        let provider = cloud(&[]);
+        ready(&provider).await;
+        provider.fake.inject_error(
+            Method::InstanceExists,
+            ErrorInjection::new(ErrorKind::CloudUnavailable, "cloud down"),
+        );
+        let (client, api) = accepting_api();
+        let passes = Passes {
+            lifecycle: Lifecycle::new(context(client, &provider, vec![])),
+            period: Duration::from_secs(5),
+        };
+        let nodes = vec![Arc::new(node("maybe", "False", &[]))];
+        passes.reconcile(Arc::new(nodes)).await.unwrap();
+        assert!(api.all().is_empty(), "{:?}", api.writes());
+    }
+
     /// Several providers: only the owner ever judges a Node, and another
     /// provider's Node is not even reported as foreign (it is not).
     #[tokio::test]

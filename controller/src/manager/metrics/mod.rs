@@ -209,6 +209,22 @@ impl BatchMetrics {
     pub fn observe(&self, questions: usize) {
         self.sizes.observe(questions as f64);
     }
+
+    /// The batches counted, and the questions they carried.
+    #[cfg(test)]
+    pub fn sent(&self) -> (u64, f64) {
+        let mut registry = Registry::default();
+        registry.register("b", "", self.sizes.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let value = |series: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_default()
+        };
+        (value("b_count ") as u64, value("b_sum "))
+    }
 }
 
 /// Upstream's controller metrics, where they apply.
