@@ -18,6 +18,7 @@
 
 mod common;
 
+mod batching;
 mod capabilities;
 mod control_plane;
 mod deploy_manifests;
