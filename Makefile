@@ -138,6 +138,6 @@ bench: testenv-bin ## Benchmarks (not part of make test): provider RPC latency, 
 	$(CARGO) bench --locked -p ccm-e2e --bench encoding
 
 .PHONY: bench-compare
-bench-compare: testenv-bin ## Side by side with the upstream Go CCM (built from k8s.io/cloud-provider): same scenarios, one apiserver, alternating runs, ratios (BENCH_COMPARE_SIZES=1000,5000 BENCH_COMPARE_RUNS=2).
+bench-compare: testenv-bin ## Side by side with the upstream Go CCM (built from k8s.io/cloud-provider): same scenarios, one apiserver, alternating runs, ratios. Scenarios (BENCH_COMPARE_SCENARIOS=standard,quota,steady): standard (BENCH_COMPARE_SIZES=1000,5000 BENCH_COMPARE_RUNS=2), quota (Nodes initialised under a cloud quota: BENCH_COMPARE_QUOTA_NODES=5000 BENCH_COMPARE_QUOTAS=20,1), steady (kubelet-sized Nodes heartbeating + LB Services: cloud calls per Node-hour, CPU, RSS; BENCH_COMPARE_STEADY_NODES=5000 BENCH_COMPARE_STEADY_SECS=600); docs/benchmarks.md.
 	hack/build-upstream-ccm.sh
 	$(CARGO) bench --locked -p ccm-e2e --bench compare

@@ -66,6 +66,13 @@ type benchConfig struct {
 	// null: defaultLBIPPool). Its network and broadcast addresses are not
 	// handed out.
 	LBIPPool *string `json:"lbIPPool"`
+	// Quota, if set, meters every cloud call (all but GetLoadBalancerName,
+	// which computes a name): beyond it a call fails at once with
+	// RequestLimitExceeded (quota.go).
+	Quota *quotaConfig `json:"quota"`
+	// StatsListen, if set, is a loopback address serving GET /calls: the
+	// calls by method, and how many the quota refused (quota.go).
+	StatsListen string `json:"statsListen"`
 }
 
 // lbPool is the usable range of the load balancer pool: the CIDR without its
@@ -120,9 +127,11 @@ func parseLBIPPool(s string) (lbPool, error) {
 
 // parsedConfig is a checked benchConfig.
 type parsedConfig struct {
-	latency map[string]time.Duration
-	routes  bool
-	pool    lbPool
+	latency     map[string]time.Duration
+	routes      bool
+	pool        lbPool
+	quota       *quotaConfig
+	statsListen string
 }
 
 // parseConfig reads the cloud-config; nil or empty means no latency
@@ -166,6 +175,13 @@ func parseConfig(r io.Reader) (parsedConfig, error) {
 		out.latency[method] = d
 	}
 	out.routes = c.Routes
+	if c.Quota != nil {
+		if _, err := newBucket(*c.Quota, time.Now()); err != nil {
+			return parsedConfig{}, err
+		}
+		out.quota = c.Quota
+	}
+	out.statsListen = c.StatsListen
 	if c.LBIPPool != nil {
 		if out.pool, err = parseLBIPPool(*c.LBIPPool); err != nil {
 			return parsedConfig{}, err
@@ -224,6 +240,9 @@ type benchCloud struct {
 	// past each address the search hands out and down to a freed address.
 	freeFrom netip.Addr
 	routeMap map[string]*route // by cluster name + "/" + destination CIDR
+
+	quota  *bucket // nil: no quota
+	counts callCounts
 }
 
 var (
@@ -245,7 +264,7 @@ func newBenchCloud(r io.Reader) (*benchCloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &benchCloud{
+	c := &benchCloud{
 		fake: &fake.Cloud{
 			Provider:        providerName,
 			Zone:            cloudprovider.Zone{FailureDomain: zoneName, Region: regionName},
@@ -261,11 +280,30 @@ func newBenchCloud(r io.Reader) (*benchCloud, error) {
 		usedIPs:   map[netip.Addr]bool{},
 		freeFrom:  cfg.pool.first,
 		routeMap:  map[string]*route{},
-	}, nil
+	}
+	if cfg.quota != nil {
+		if c.quota, err = newBucket(*cfg.quota, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.statsListen != "" {
+		if err := c.serveStats(cfg.statsListen); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
-// wait sleeps the latency configured for method, or until ctx ends.
+// wait counts the call and charges it to the quota (a throttled call fails
+// at once, as a cloud's API answers), then sleeps the latency configured
+// for method, or until ctx ends. GetLoadBalancerName computes a name and
+// calls no cloud API: neither counted nor charged.
 func (c *benchCloud) wait(ctx context.Context, method string) error {
+	if method != "GetLoadBalancerName" {
+		if err := c.admit(method); err != nil {
+			return err
+		}
+	}
 	d, ok := c.latency[method]
 	if !ok {
 		d = c.latency["*"]

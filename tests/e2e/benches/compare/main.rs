@@ -16,14 +16,23 @@
 //! client-side limits with 8 node and 10 service workers on both. Each
 //! implementation runs BENCH_COMPARE_RUNS times (default 2), alternating.
 //! It reports; it asserts nothing about speed.
+//!
+//! Two more scenarios (BENCH_COMPARE_SCENARIOS, default
+//! `standard,quota,steady`; `standard` is the above): `quota` (quota.rs),
+//! N Nodes registered at once under a cloud API quota until all are
+//! initialised or a deadline passes; `steady` (steady.rs), kubelet-sized
+//! Nodes heartbeating and LoadBalancer Services for a window: cloud calls
+//! per Node-hour, provider mutations, CPU and RSS.
 
 // A benchmark runs alone, one per process: it owns the control plane
 // outright and takes no lock (tests/e2e/clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
 mod process;
+mod quota;
 mod report;
 mod run;
+mod steady;
 mod workload;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -206,6 +215,16 @@ async fn main() {
     let only = std::env::var("BENCH_COMPARE_ONLY").ok();
     // The minimal client's node-init run (BENCH_COMPARE_FLOOR=0: skip it).
     let floor = env_or("BENCH_COMPARE_FLOOR", 1) != 0;
+    // BENCH_COMPARE_SCENARIOS: `standard` (the scenarios above), `quota`
+    // (quota.rs), `steady` (steady.rs).
+    let scenarios = env_list("BENCH_COMPARE_SCENARIOS", "standard,quota,steady");
+    for s in &scenarios {
+        assert!(
+            ["standard", "quota", "steady"].contains(&s.as_str()),
+            "BENCH_COMPARE_SCENARIOS: unknown scenario {s:?} (standard, quota, steady)"
+        );
+    }
+    let standard = scenarios.iter().any(|s| s == "standard");
     let bins = Binaries {
         controller: repo().join("target/release/cloud-controller-manager"),
         fake: repo().join("target/release/fake-provider"),
@@ -216,7 +235,7 @@ async fn main() {
     let admin = env.admin_client().await.unwrap();
 
     let mut results: BTreeMap<(usize, Profile, Implementation), Vec<RunResult>> = BTreeMap::new();
-    for &n in &sizes {
+    for &n in sizes.iter().filter(|_| standard) {
         for &profile in &profiles {
             for round in 0..runs {
                 // Alternate which goes first, so neither always gets the
@@ -255,15 +274,45 @@ async fn main() {
         }
     }
 
+    let quotas = scenarios
+        .iter()
+        .any(|s| s == "quota")
+        .then(|| quota::run_all(only.as_deref(), &bins, env, &admin));
+    let quotas = match quotas {
+        Some(f) => Some(f.await),
+        None => None,
+    };
+    let steadies = scenarios
+        .iter()
+        .any(|s| s == "steady")
+        .then(|| steady::run_all(only.as_deref(), ensure_ms, &bins, env, &admin));
+    let steadies = match steadies {
+        Some(f) => Some(f.await),
+        None => None,
+    };
+
     if only.is_some() {
         return;
     }
     println!();
     println!(
-        "Machine: {} cores; Ensure latency {ensure_ms} ms on both sides; {runs} runs each, alternating. Ratio = upstream ÷ ours (above 1: ours faster or smaller).",
-        std::thread::available_parallelism().map_or(0, |p| p.get())
+        "Machine: {} cores; Ensure latency {ensure_ms} ms on both sides; {}. Ratio = upstream ÷ ours (above 1: ours faster or smaller).",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        if standard {
+            format!(
+                "{runs} runs each in the standard scenarios, alternating; quota and steady state once each"
+            )
+        } else {
+            "quota and steady state once each".to_owned()
+        }
     );
-    for &n in &sizes {
+    if let Some(q) = &quotas {
+        quota::print(q);
+    }
+    if let Some(s) = &steadies {
+        steady::print(s);
+    }
+    for &n in sizes.iter().filter(|_| standard) {
         for &profile in &profiles {
             let ours = &results[&(n, profile, Implementation::Ours)];
             let up = &results[&(n, profile, Implementation::Upstream)];

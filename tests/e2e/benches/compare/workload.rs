@@ -174,3 +174,114 @@ pub(crate) async fn clean_up(admin: &Client, nodes: &Api<Node>, label: &str, ns:
         .await
         .unwrap();
 }
+
+/// The five conditions a kubelet-sized Node carries (the kubelet's four
+/// and the network plugin's `NetworkUnavailable`), all healthy, with
+/// `heartbeat` as their last heartbeat.
+pub(crate) fn kubelet_conditions(heartbeat: &str, transition: &str) -> serde_json::Value {
+    let c = |type_: &str, status: &str, reason: &str, message: &str| {
+        serde_json::json!({
+            "type": type_, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": heartbeat, "lastTransitionTime": transition,
+        })
+    };
+    serde_json::json!([
+        c(
+            "NetworkUnavailable",
+            "False",
+            "RouteCreated",
+            "RouteController created a route"
+        ),
+        c(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        c(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        c(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        c(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        ),
+    ])
+}
+
+/// A Node the size a kubelet makes it (about 12 KB as JSON): registered
+/// Ready and tainted for the cloud controller, with capacity, node info,
+/// five conditions and 40 container images, labelled with the run.
+pub(crate) fn kubelet_sized_node(name: &str, run: &str, i: usize) -> Node {
+    let mut n = ready_node(name, run);
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let resources = serde_json::json!({
+        "cpu": "8", "memory": "32856432Ki", "pods": "110",
+        "ephemeral-storage": "203070420Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+    });
+    let images: Vec<serde_json::Value> = (0..40)
+        .map(|j| {
+            let repo = format!(
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team-{}/service-{j}",
+                j % 7
+            );
+            serde_json::json!({
+                "names": [
+                    format!("{repo}@sha256:{:064x}", (i * 131 + j) as u128 * 0x9e37_79b9_7f4a_7c15),
+                    format!("{repo}:v1.{j}.{}", i % 10),
+                ],
+                "sizeBytes": 20_000_000 + (j as i64) * 1_234_567,
+            })
+        })
+        .collect();
+    let status = serde_json::json!({
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": kubelet_conditions(&now, &now),
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "machineID": format!("{:032x}", i as u128 * 0x1234_5678_9abc),
+            "systemUUID": format!("ec2{i:029x}"),
+            "bootID": format!("{:032x}", i as u128 * 0xfeed_beef),
+            "kernelVersion": "6.1.102-111.182.amzn2023.x86_64",
+            "osImage": "Amazon Linux 2023.5.20240805",
+            "containerRuntimeVersion": "containerd://1.7.20",
+            "kubeletVersion": "v1.36.3",
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+        "images": images,
+    });
+    n.status = Some(serde_json::from_value(status).expect("a NodeStatus"));
+    let labels = n.metadata.labels.get_or_insert_default();
+    for (k, v) in [
+        ("beta.kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/os", "linux"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    n.metadata.annotations = Some(
+        [
+            ("node.alpha.kubernetes.io/ttl".to_owned(), "0".to_owned()),
+            (
+                "volumes.kubernetes.io/controller-managed-attach-detach".to_owned(),
+                "true".to_owned(),
+            ),
+        ]
+        .into(),
+    );
+    n
+}
