@@ -9,17 +9,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ccm_provider_sdk::proto::{
-    self, Capability, EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerDeletedResponse,
-    EnsureLoadBalancerRequest, EnsureLoadBalancerResponse, GetLoadBalancerNameRequest,
-    GetLoadBalancerNameResponse, GetLoadBalancerRequest, GetLoadBalancerResponse,
-    InstanceExistence, InstanceExistsRequest, InstanceExistsResponse, InstanceMetadata,
-    InstanceMetadataRequest, InstanceMetadataResponse, InstanceShutdownRequest,
-    InstanceShutdownResponse, InstanceShutdownState, ListClustersRequest, ListClustersResponse,
-    ListLoadBalancersRequest, ListLoadBalancersResponse, LoadBalancerExistence,
-    LoadBalancerIngress, LoadBalancerStatus, LoadBalancerUpdated, MasterRequest, MasterResponse,
-    NodeAddress, NodeAddressType, NodeRef, UpdateLoadBalancerRequest, UpdateLoadBalancerResponse,
-    Warning, clusters_service_server, ensure_load_balancer_response, instances_service_server,
-    load_balancer_service_server, update_load_balancer_response,
+    self, BatchInstancesRequest, BatchInstancesResponse, Capability,
+    EnsureLoadBalancerDeletedRequest, EnsureLoadBalancerDeletedResponse, EnsureLoadBalancerRequest,
+    EnsureLoadBalancerResponse, GetLoadBalancerNameRequest, GetLoadBalancerNameResponse,
+    GetLoadBalancerRequest, GetLoadBalancerResponse, InstanceExistence, InstanceExistsRequest,
+    InstanceExistsResponse, InstanceMetadata, InstanceMetadataRequest, InstanceMetadataResponse,
+    InstanceQuestion, InstanceResult, InstanceShutdownRequest, InstanceShutdownResponse,
+    InstanceShutdownState, ListClustersRequest, ListClustersResponse, ListLoadBalancersRequest,
+    ListLoadBalancersResponse, LoadBalancerExistence, LoadBalancerIngress, LoadBalancerStatus,
+    LoadBalancerUpdated, MasterRequest, MasterResponse, NodeAddress, NodeAddressType, NodeRef,
+    UpdateLoadBalancerRequest, UpdateLoadBalancerResponse, Warning, clusters_service_server,
+    ensure_load_balancer_response, instances_service_server, load_balancer_service_server,
+    update_load_balancer_response,
 };
 use ccm_provider_sdk::{MAX_MESSAGE_BYTES, ProviderError, validate};
 use ccm_testsupport::raw::RawIdentity;
@@ -56,6 +57,18 @@ struct Bugs {
     malformed_1_3_0_fields: bool,
     /// (j) unclassed_services a value contract 1.3.0 does not define.
     unknown_unclassed_services: bool,
+    /// (k) BatchInstances fails whole when one query fails.
+    batch_fails_whole: bool,
+    /// (l) BatchInstances answers the queries in the order of their nodes'
+    /// names but hands the answers out in the order asked (as a provider
+    /// zipping a cloud's sorted listing with its queries).
+    batch_sorted_zip: bool,
+    /// (m) BatchInstances checks nothing of the request: no queries, 501,
+    /// keys empty, long or twice, questions UNSPECIFIED are all answered.
+    batch_no_limits: bool,
+    /// (n) BatchInstances answers metadata from a stale cache without the
+    /// addresses the single call answers.
+    batch_stale_metadata: bool,
 }
 
 #[derive(Clone, Default)]
@@ -120,12 +133,58 @@ impl RawCloud {
 
 #[tonic::async_trait]
 impl instances_service_server::InstancesService for RawCloud {
-    /// Not announced (no CAPABILITY_INSTANCES_BATCH).
+    /// Each query by its single call, unless a batch bug is switched on.
     async fn batch_instances(
         &self,
-        _: Request<ccm_provider_sdk::proto::BatchInstancesRequest>,
-    ) -> Result<Response<ccm_provider_sdk::proto::BatchInstancesResponse>, Status> {
-        Err(Status::unimplemented("BatchInstances"))
+        req: Request<BatchInstancesRequest>,
+    ) -> Result<Response<BatchInstancesResponse>, Status> {
+        use proto::instance_result::Result as R;
+        let queries = req.into_inner().queries;
+        if !self.bugs.batch_no_limits {
+            validate::batch_queries(&queries).map_err(invalid)?;
+        }
+        let mut order: Vec<usize> = (0..queries.len()).collect();
+        if self.bugs.batch_sorted_zip {
+            let name = |i: &usize| queries[*i].node.as_ref().map(|n| n.name.clone());
+            order.sort_by_key(name);
+        }
+        let mut results = Vec::with_capacity(queries.len());
+        for (q, i) in queries.iter().zip(order) {
+            let node = queries[i].node.clone();
+            let question = InstanceQuestion::try_from(q.question);
+            let answer = match question {
+                Ok(InstanceQuestion::Existence) => self
+                    .instance_exists(Request::new(InstanceExistsRequest { node }))
+                    .await
+                    .map(|r| R::Existence(r.into_inner())),
+                Ok(InstanceQuestion::Shutdown) => self
+                    .instance_shutdown(Request::new(InstanceShutdownRequest { node }))
+                    .await
+                    .map(|r| R::Shutdown(r.into_inner())),
+                _ => self
+                    .instance_metadata(Request::new(InstanceMetadataRequest { node }))
+                    .await
+                    .map(|r| {
+                        let mut r = r.into_inner();
+                        if self.bugs.batch_stale_metadata
+                            && let Some(m) = &mut r.metadata
+                        {
+                            m.node_addresses.clear();
+                        }
+                        R::Metadata(r)
+                    }),
+            };
+            let result = match answer {
+                Ok(a) => a,
+                Err(s) if self.bugs.batch_fails_whole => return Err(s),
+                Err(s) => R::Error(ProviderError::from_status(&s).to_query_error()),
+            };
+            results.push(InstanceResult {
+                key: q.key.clone(),
+                result: Some(result),
+            });
+        }
+        Ok(Response::new(BatchInstancesResponse { results }))
     }
 
     async fn instance_exists(
@@ -348,6 +407,7 @@ fn serve_declaring(bugs: Bugs, contract_version: Option<&'static str>) -> common
         "raw",
         &[
             Capability::Instances,
+            Capability::InstancesBatch,
             Capability::LoadBalancers,
             Capability::Clusters,
         ],
@@ -412,7 +472,14 @@ async fn bool_like_instance_exists_fails() {
         ..Default::default()
     });
     let report = served.run().await;
-    common::assert_failed(&report, &["instances/exists-missing-node"]);
+    // The batch asks the same of the missing node.
+    common::assert_failed(
+        &report,
+        &[
+            "instances/exists-missing-node",
+            "instances/batch-per-query-errors",
+        ],
+    );
     served.stop().await;
 }
 
@@ -442,7 +509,13 @@ async fn wrong_error_code_for_missing_instance_fails() {
         ..Default::default()
     });
     let report = served.run().await;
-    common::assert_failed(&report, &["instances/metadata-missing-node"]);
+    common::assert_failed(
+        &report,
+        &[
+            "instances/metadata-missing-node",
+            "instances/batch-per-query-errors",
+        ],
+    );
     let Some(ccm_provider_conformance::Outcome::Failed(why)) =
         report.get("instances/metadata-missing-node")
     else {
@@ -466,6 +539,7 @@ async fn accepting_missing_required_fields_fails() {
         &report,
         &[
             "instances/foreign-provider-id-refused",
+            "instances/batch-per-query-errors",
             "validation/instance-exists-without-node",
             "validation/instance-exists-empty-node-name",
             "validation/instance-metadata-without-node",
@@ -660,10 +734,128 @@ async fn an_unknown_unclassed_services_fails_only_a_provider_of_this_contract() 
         "{why}"
     );
 
-    let report = identity_cases(bugs, "1.4.0").await;
+    let report = identity_cases(bugs, "1.5.0").await;
     common::assert_failed(&report, &[]);
     assert_eq!(
         report.get(RULE_OF_1_3_0),
         Some(&ccm_provider_conformance::Outcome::Passed)
     );
+}
+
+/// The batch cases' report on a provider with `bugs` declaring `version`.
+async fn batch_cases(
+    bugs: Bugs,
+    version: Option<&'static str>,
+) -> ccm_provider_conformance::Report {
+    let served = serve_declaring(bugs, version);
+    let mut config = served.config();
+    config.focus = vec!["instances/batch-".into()];
+    let report = ccm_provider_conformance::run(config).await;
+    for r in &report.results {
+        eprintln!("{r}");
+    }
+    served.stop().await;
+    report
+}
+
+const BATCH_CASES: [&str; 4] = [
+    "instances/batch-per-query-errors",
+    "instances/batch-order-independent",
+    "instances/batch-limits",
+    "instances/batch-equivalent-to-single-calls",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_cases_pass_a_correct_batch() {
+    let report = batch_cases(Bugs::default(), None).await;
+    common::assert_failed(&report, &[]);
+    for name in BATCH_CASES {
+        assert_eq!(
+            report.get(name),
+            Some(&ccm_provider_conformance::Outcome::Passed),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_failing_whole_for_one_unknown_instance_fails() {
+    let bugs = Bugs {
+        batch_fails_whole: true,
+        ..Default::default()
+    };
+    let report = batch_cases(bugs, None).await;
+    common::assert_failed(
+        &report,
+        &[
+            "instances/batch-per-query-errors",
+            "instances/batch-order-independent",
+            "instances/batch-equivalent-to-single-calls",
+        ],
+    );
+    let why = common::failure(&report, "instances/batch-per-query-errors");
+    assert!(why.contains("expected OK, got code NotFound"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_answers_depend_on_the_order_fails() {
+    let bugs = Bugs {
+        batch_sorted_zip: true,
+        ..Default::default()
+    };
+    let report = batch_cases(bugs, None).await;
+    let why = common::failure(&report, "instances/batch-order-independent");
+    assert!(why.contains("in the order first asked"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_without_limits_fails() {
+    let bugs = Bugs {
+        batch_no_limits: true,
+        ..Default::default()
+    };
+    let report = batch_cases(bugs, None).await;
+    common::assert_failed(&report, &["instances/batch-limits"]);
+    let why = common::failure(&report, "instances/batch-limits");
+    assert!(
+        why.starts_with("BatchInstances(no queries): expected code InvalidArgument, got OK"),
+        "{why}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answering_otherwise_than_the_single_calls_fails() {
+    let bugs = Bugs {
+        batch_stale_metadata: true,
+        ..Default::default()
+    };
+    let report = batch_cases(bugs, None).await;
+    common::assert_failed(&report, &["instances/batch-equivalent-to-single-calls"]);
+    let why = common::failure(&report, "instances/batch-equivalent-to-single-calls");
+    assert!(
+        why.contains("\"known-INSTANCE_QUESTION_METADATA\""),
+        "{why}"
+    );
+}
+
+/// A provider declaring 1.3.0 (which had no batch) is not held to the
+/// batch's rules: its failures are reported as not required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_rules_hold_a_provider_declaring_1_4_0_only() {
+    let bugs = Bugs {
+        batch_fails_whole: true,
+        batch_no_limits: true,
+        ..Default::default()
+    };
+    let report = batch_cases(bugs, Some("1.3.0")).await;
+    common::assert_failed(&report, &[]);
+    for name in ["instances/batch-per-query-errors", "instances/batch-limits"] {
+        let Some(ccm_provider_conformance::Outcome::Skipped(why)) = report.get(name) else {
+            panic!("{name}: expected not required, got {:?}", report.get(name));
+        };
+        assert!(
+            why.starts_with("not required at 1.3.0 (a rule of 1.4.0)"),
+            "{name}: {why}"
+        );
+    }
 }

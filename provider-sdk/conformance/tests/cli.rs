@@ -67,9 +67,9 @@ async fn passes_against_the_fake_and_prints_the_summary_last() {
     .unwrap();
     assert_eq!(code, 0, "{lines:#?}");
     let (last, cases) = lines.split_last().expect("output");
-    assert_eq!(last, "15 passed, 0 failed, 0 skipped", "{lines:#?}");
+    assert_eq!(last, "19 passed, 0 failed, 0 skipped", "{lines:#?}");
     assert!(is_summary(last));
-    assert_eq!(cases.len(), 15);
+    assert_eq!(cases.len(), 19);
     assert!(cases.iter().all(|l| l.starts_with("PASS ")), "{lines:#?}");
     assert!(cases.contains(&"PASS instances/exists-missing-node".to_owned()));
     served.stop().await;

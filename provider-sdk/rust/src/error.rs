@@ -105,6 +105,14 @@ impl ProviderError {
         )
     }
 
+    /// The cloud's API quota is spent until `delay` has passed
+    /// (`RESOURCE_EXHAUSTED` with `RetryInfo`, contract 1.4.0).
+    pub fn quota_exceeded_retry_after(message: impl Into<String>, delay: Duration) -> Self {
+        let mut e = Self::quota_exceeded(message);
+        e.retry_after = Some(delay);
+        e
+    }
+
     /// A cloud resource exists and belongs to something else
     /// (`ALREADY_EXISTS`).
     pub fn conflicting_resource(message: impl Into<String>) -> Self {
@@ -426,6 +434,7 @@ mod tests {
             ProviderError::invalid_service_spec("spec.ports[0].protocol", "SCTP unsupported"),
             ProviderError::invalid_annotation("example.com/lb-type", "must be nlb or alb"),
             ProviderError::quota_exceeded("no more LBs"),
+            ProviderError::quota_exceeded_retry_after("spent", Duration::from_millis(250)),
             ProviderError::conflicting_resource("cidr routed elsewhere"),
             ProviderError::operation_pending("busy"),
             ProviderError::cloud_unavailable("throttled", Some(Duration::from_secs(2))),
@@ -447,6 +456,7 @@ mod tests {
             ProviderError::instance_not_found("i-1 is gone"),
             ProviderError::retry_after("provisioning", Duration::from_millis(1500)),
             ProviderError::quota_exceeded("no more calls"),
+            ProviderError::quota_exceeded_retry_after("spent", Duration::from_millis(250)),
             ProviderError::cloud_unavailable("throttled", Some(Duration::from_secs(2))),
             ProviderError::cloud_unavailable("down", None),
             ProviderError::credentials_invalid("expired"),

@@ -13,11 +13,13 @@
 //! | POST | `/instances/{name}/shutdown`, `/instances/{name}/start` | | 204 / 404 |
 //! | DELETE | `/load-balancers/{name}` | | `{"existed": bool}`: deleted by its cloud name behind the controller's back, as from a cloud console |
 //! | GET | `/faults` | | [`crate::FaultsSnapshot`] |
-//! | DELETE | `/faults` | | 204: clears latency, errors, rate limit |
+//! | DELETE | `/faults` | | 204: clears latency, errors, rate limit (not the quota) |
 //! | PUT | `/faults/latency` | `{"method": "EnsureLoadBalancer" \| "*", "ms": 500}` (0 clears) | 204 |
 //! | POST | `/faults/errors` | `{"method", "kind", "message"?, "retry_after_ms"?, "field"?, "times"?}` | 204 |
 //! | DELETE | `/faults/errors` | optional `?method=Name` | 204 |
 //! | PUT | `/faults/rate-limit` | `{"max_per_second": 10 \| null}` | 204 |
+//! | GET | `/quota` | | [`crate::QuotaSnapshot`] or `null`: the quota, calls it granted and refused |
+//! | PUT | `/quota` | `{"qps": 20.0, "burst": 100}` or `null` | 204: a full bucket, counters reset |
 //! | GET | `/calls` | optional `?method=Name` | `[CallRecord]` |
 //! | DELETE | `/calls` | | 204 |
 //! | PUT | `/readiness` | `{"ready": false, "message": "..."}` | 204 |
@@ -37,7 +39,7 @@ use axum::{Json, Router};
 use ccm_provider_sdk::{Readiness, bind_socket};
 use serde::{Deserialize, Serialize};
 
-use crate::faults::{ErrorInjection, Target};
+use crate::faults::{ErrorInjection, QuotaConfig, Target};
 use crate::state::InstanceSpec;
 use crate::{Error, FakeCloud, Method};
 
@@ -190,6 +192,23 @@ pub fn router(fake: FakeCloud) -> Router {
                 |State(f): State<FakeCloud>, Json(r): Json<RateLimitRequest>| async move {
                     f.set_rate_limit(r.max_per_second);
                     StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .route(
+            "/quota",
+            get(|State(f): State<FakeCloud>| async move { Json(f.quota()) }).put(
+                |State(f): State<FakeCloud>, Json(q): Json<Option<QuotaConfig>>| async move {
+                    if let Some(q) = q
+                        && !(q.qps.is_finite() && q.qps >= 0.0)
+                    {
+                        return Err(ApiError(
+                            StatusCode::BAD_REQUEST,
+                            format!("qps {} is not a rate", q.qps),
+                        ));
+                    }
+                    f.set_quota(q);
+                    ApiResult::Ok(StatusCode::NO_CONTENT)
                 },
             ),
         )

@@ -23,6 +23,7 @@ pub enum Method {
     InstanceExists,
     InstanceShutdown,
     InstanceMetadata,
+    BatchInstances,
     GetLoadBalancer,
     GetLoadBalancerName,
     EnsureLoadBalancer,
@@ -41,11 +42,12 @@ pub enum Method {
 
 impl Method {
     /// Every faultable method, for validation and help texts.
-    pub const ALL: [Method; 18] = [
+    pub const ALL: [Method; 19] = [
         Method::Probe,
         Method::InstanceExists,
         Method::InstanceShutdown,
         Method::InstanceMetadata,
+        Method::BatchInstances,
         Method::GetLoadBalancer,
         Method::GetLoadBalancerName,
         Method::EnsureLoadBalancer,
@@ -75,6 +77,13 @@ impl Method {
         )
     }
 
+    /// Whether the call reaches the cloud's API, and so spends its quota:
+    /// everything but the readiness probe and the load balancer name (a
+    /// pure function of the request).
+    pub fn calls_cloud(self) -> bool {
+        !matches!(self, Method::Probe | Method::GetLoadBalancerName)
+    }
+
     /// The RPC name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -82,6 +91,7 @@ impl Method {
             Method::InstanceExists => "InstanceExists",
             Method::InstanceShutdown => "InstanceShutdown",
             Method::InstanceMetadata => "InstanceMetadata",
+            Method::BatchInstances => "BatchInstances",
             Method::GetLoadBalancer => "GetLoadBalancer",
             Method::GetLoadBalancerName => "GetLoadBalancerName",
             Method::EnsureLoadBalancer => "EnsureLoadBalancer",
@@ -265,6 +275,84 @@ pub struct FaultsSnapshot {
     pub errors: BTreeMap<String, ErrorInjection>,
     /// The call budget per second, if limited.
     pub rate_limit_per_second: Option<u32>,
+    /// The cloud's API quota and what it granted and refused, if limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaSnapshot>,
+}
+
+/// The cloud's API quota (`--quota-qps`, `--quota-burst`): a token bucket
+/// over the calls that reach the cloud, full at start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QuotaConfig {
+    /// Tokens added per second.
+    pub qps: f64,
+    /// The bucket's size: how many calls may come at once.
+    pub burst: u32,
+}
+
+/// `GET /quota`: the quota and its counters since it was set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QuotaSnapshot {
+    pub qps: f64,
+    pub burst: u32,
+    /// Calls that took a token (cloud calls made).
+    pub granted: u64,
+    /// Calls answered QUOTA_EXCEEDED.
+    pub refused: u64,
+}
+
+/// The token bucket of [`QuotaConfig`], with its counters.
+#[derive(Debug)]
+struct Quota {
+    config: QuotaConfig,
+    tokens: f64,
+    last: Instant,
+    granted: u64,
+    refused: u64,
+}
+
+impl Quota {
+    fn new(config: QuotaConfig, now: Instant) -> Self {
+        Quota {
+            config,
+            tokens: f64::from(config.burst),
+            last: now,
+            granted: 0,
+            refused: 0,
+        }
+    }
+
+    /// Takes a token, or says how long until the next one.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        let qps = self.config.qps.max(0.0);
+        self.tokens = (self.tokens + elapsed * qps).min(f64::from(self.config.burst));
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            self.granted += 1;
+            return Ok(());
+        }
+        self.refused += 1;
+        // No refill: a minute, the longest delay the controller honours.
+        let wait = if qps > 0.0 {
+            (1.0 - self.tokens) / qps
+        } else {
+            60.0
+        };
+        // Rounded up to a whole millisecond: RetryInfo is read in ms, and
+        // coming back a fraction early would be refused again.
+        Err(Duration::from_millis((wait * 1000.0).ceil() as u64).max(Duration::from_millis(1)))
+    }
+
+    fn snapshot(&self) -> QuotaSnapshot {
+        QuotaSnapshot {
+            qps: self.config.qps,
+            burst: self.config.burst,
+            granted: self.granted,
+            refused: self.refused,
+        }
+    }
 }
 
 /// What to do with one call.
@@ -322,6 +410,7 @@ pub(crate) struct Faults {
     latency: BTreeMap<Target, Duration>,
     errors: BTreeMap<Target, ErrorInjection>,
     rate_limit: Option<Bucket>,
+    quota: Option<Quota>,
     /// Replaces the ingress EnsureLoadBalancer answers with: how to make
     /// the fake break the contract's answer rules (an invalid IP or
     /// hostname) for the controller's validation.
@@ -358,6 +447,22 @@ impl Faults {
         self.rate_limit = per_second.map(|n| Bucket::new(n, now));
     }
 
+    pub(crate) fn set_quota(&mut self, quota: Option<QuotaConfig>, now: Instant) {
+        self.quota = quota.map(|q| Quota::new(q, now));
+    }
+
+    pub(crate) fn quota(&self) -> Option<QuotaSnapshot> {
+        self.quota.as_ref().map(Quota::snapshot)
+    }
+
+    /// Everything but the quota, which is how the cloud is, not a fault.
+    pub(crate) fn clear(&mut self) {
+        *self = Faults {
+            quota: self.quota.take(),
+            ..Faults::default()
+        };
+    }
+
     pub(crate) fn snapshot(&self) -> FaultsSnapshot {
         FaultsSnapshot {
             latency_ms: self
@@ -376,6 +481,7 @@ impl Faults {
                 .map(|(t, e)| (String::from(*t), e.clone()))
                 .collect(),
             rate_limit_per_second: self.rate_limit.as_ref().map(|b| b.per_second),
+            quota: self.quota(),
         }
     }
 
@@ -397,6 +503,18 @@ impl Faults {
                 Some(wait),
             ));
         }
+        if method.calls_cloud()
+            && let Some(quota) = &mut self.quota
+            && let Err(wait) = quota.take(now)
+        {
+            return Plan::Reject(ProviderError::quota_exceeded_retry_after(
+                format!(
+                    "the cloud's API quota of {} calls per second (burst {}) is spent",
+                    quota.config.qps, quota.config.burst
+                ),
+                wait,
+            ));
+        }
         let specific = Target::Method(method);
         let latency = self
             .latency
@@ -404,27 +522,34 @@ impl Faults {
             .or_else(|| self.latency.get(&Target::All))
             .copied()
             .unwrap_or_default();
-        let target = [specific, Target::All]
-            .into_iter()
-            .find(|t| self.errors.contains_key(t));
-        let mut after_work = false;
-        let error = target.and_then(|t| {
-            let injection = self.errors.get_mut(&t)?;
-            let error = injection.to_error(method);
-            after_work = injection.after_work;
-            if let Some(n) = &mut injection.times {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.errors.remove(&t);
-                }
-            }
-            Some(error)
-        });
+        let (error, after_work) = match self.injected(method) {
+            Some((error, after_work)) => (Some(error), after_work),
+            None => (None, false),
+        };
         Plan::Proceed {
             latency,
             error,
             after_work,
         }
+    }
+
+    /// The error injected for `method`, if any (and whether after the
+    /// work), using up one of a counted injection. A batch asks this for
+    /// each query's single method: an injection on InstanceMetadata fails
+    /// the metadata queries of a batch too, query by query.
+    pub(crate) fn injected(&mut self, method: Method) -> Option<(ProviderError, bool)> {
+        let target = [Target::Method(method), Target::All]
+            .into_iter()
+            .find(|t| self.errors.contains_key(t))?;
+        let injection = self.errors.get_mut(&target)?;
+        let found = (injection.to_error(method), injection.after_work);
+        if let Some(n) = &mut injection.times {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.errors.remove(&target);
+            }
+        }
+        Some(found)
     }
 }
 
@@ -624,6 +749,48 @@ mod tests {
         for _ in 0..10 {
             assert!(error_of(f.plan(Method::InstanceExists, later)).is_none());
         }
+    }
+
+    #[test]
+    fn the_quota_refuses_beyond_its_burst_with_the_time_to_the_next_token() {
+        let mut f = Faults::default();
+        let t0 = Instant::now();
+        f.set_quota(Some(QuotaConfig { qps: 4.0, burst: 3 }), t0);
+        for _ in 0..3 {
+            assert!(error_of(f.plan(Method::InstanceMetadata, t0)).is_none());
+        }
+        let e = error_of(f.plan(Method::EnsureLoadBalancer, t0)).expect("quota spent");
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(e.reason(), Some(ErrorReason::QuotaExceeded));
+        assert_eq!(e.retry_after_delay(), Some(Duration::from_millis(250)));
+        // Neither the probe nor the load balancer name reach the cloud.
+        assert!(error_of(f.plan(Method::Probe, t0)).is_none());
+        assert!(error_of(f.plan(Method::GetLoadBalancerName, t0)).is_none());
+        // A token every 250 ms, and never more than the burst.
+        let t1 = t0 + Duration::from_millis(100);
+        let e = error_of(f.plan(Method::ListRoutes, t1)).expect("still spent");
+        assert_eq!(e.retry_after_delay(), Some(Duration::from_millis(150)));
+        let t2 = t0 + Duration::from_millis(250);
+        assert!(error_of(f.plan(Method::BatchInstances, t2)).is_none());
+        let t3 = t0 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert!(error_of(f.plan(Method::InstanceExists, t3)).is_none());
+        }
+        assert!(error_of(f.plan(Method::InstanceExists, t3)).is_some());
+        assert_eq!(
+            f.quota(),
+            Some(QuotaSnapshot {
+                qps: 4.0,
+                burst: 3,
+                granted: 7,
+                refused: 3
+            })
+        );
+        // Clearing the faults keeps the quota: it is how the cloud is.
+        f.clear();
+        assert_eq!(f.snapshot().quota.map(|q| q.granted), Some(7));
+        f.set_quota(None, t3);
+        assert!(error_of(f.plan(Method::InstanceExists, t3)).is_none());
     }
 
     #[test]

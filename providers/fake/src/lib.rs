@@ -47,7 +47,8 @@ use ccm_provider_sdk::{
 };
 
 pub use faults::{
-    CallOutcome, CallRecord, ErrorInjection, ErrorKind, FaultsSnapshot, Method, Target,
+    CallOutcome, CallRecord, ErrorInjection, ErrorKind, FaultsSnapshot, Method, QuotaConfig,
+    QuotaSnapshot, Target,
 };
 pub use state::{
     ANNOTATION_HEALTH_CHECK_PATH, ANNOTATION_IMPLEMENTED_ELSEWHERE, ANNOTATION_INTERNAL,
@@ -313,7 +314,19 @@ impl FakeCloud {
 
     /// Removes every latency, injection, corruption and the rate limit.
     pub fn clear_faults(&self) {
-        *lock(&self.shared.faults) = Faults::default();
+        lock(&self.shared.faults).clear();
+    }
+
+    /// Sets the cloud's API quota (`None`: unlimited), full and with fresh
+    /// counters; beyond it every call that reaches the cloud answers
+    /// QUOTA_EXCEEDED with the time until the next token as RetryInfo.
+    pub fn set_quota(&self, quota: Option<QuotaConfig>) {
+        lock(&self.shared.faults).set_quota(quota, Instant::now());
+    }
+
+    /// The quota and how many calls it granted and refused.
+    pub fn quota(&self) -> Option<QuotaSnapshot> {
+        lock(&self.shared.faults).quota()
     }
 
     /// The configured faults.
@@ -379,6 +392,18 @@ impl FakeCloud {
             work(s)
         })
         .await
+    }
+
+    /// The errors injected for each of a batch's single methods, in order
+    /// (see [`Faults::injected`]).
+    pub(crate) fn injected_per_query(
+        &self,
+        methods: impl Iterator<Item = Method>,
+    ) -> Vec<Option<ProviderError>> {
+        let mut faults = lock(&self.shared.faults);
+        methods
+            .map(|m| faults.injected(m).map(|(e, _)| e))
+            .collect()
     }
 
     /// Runs one provider call through the fault machinery and the call log.

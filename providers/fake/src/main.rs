@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ccm_fake_provider::{FakeCloud, FakeConfig, admin, read_instances_file};
+use ccm_fake_provider::{FakeCloud, FakeConfig, QuotaConfig, admin, read_instances_file};
 use ccm_provider_sdk::server::{IdentityFlags, LogFormat, Supervisor, init_logging};
 use clap::Parser;
 
@@ -65,6 +65,17 @@ struct Args {
     /// kept.
     #[arg(long)]
     state_file: Option<PathBuf>,
+    /// The cloud's API quota in calls per second: every call that reaches
+    /// the cloud (all but Probe and GetLoadBalancerName; a BatchInstances
+    /// is one) takes a token, and beyond the quota the fake answers
+    /// QUOTA_EXCEEDED with the time until the next token as RetryInfo.
+    /// Unset: unlimited.
+    #[arg(long, value_parser = parse_qps)]
+    quota_qps: Option<f64>,
+    /// How many calls the quota allows at once (the token bucket's size);
+    /// default: one second's worth, at least 1. Needs --quota-qps.
+    #[arg(long, requires = "quota_qps")]
+    quota_burst: Option<u32>,
     /// Permission bits of both sockets, in octal.
     #[arg(long, default_value = "600", value_parser = ccm_provider_sdk::endpoint::parse_socket_mode)]
     socket_mode: u32,
@@ -73,6 +84,26 @@ struct Args {
     /// What a controller running several providers routes to this one.
     #[command(flatten)]
     identity: IdentityFlags,
+}
+
+fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a positive number of calls per second"
+        )),
+    }
+}
+
+/// `--quota-qps` and `--quota-burst`.
+fn quota(args: &Args) -> Option<QuotaConfig> {
+    let qps = args.quota_qps?;
+    Some(QuotaConfig {
+        qps,
+        burst: args
+            .quota_burst
+            .unwrap_or_else(|| (qps.ceil() as u32).max(1)),
+    })
 }
 
 fn config(args: &Args) -> anyhow::Result<FakeConfig> {
@@ -115,6 +146,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
     let fake = FakeCloud::new(config(&args)?).context("configuring the fake cloud")?;
+    fake.set_quota(quota(&args));
     let provider_socket = ccm_provider_sdk::socket_path(&args.endpoint)?;
     let admin_socket = match &args.admin_socket {
         Some(p) if p.as_os_str().is_empty() => None,
@@ -169,6 +201,32 @@ mod tests {
 
     /// The hybrid fixture's "cloud" (docs/spec.md, 1.3.0): the flags
     /// reach the identity; without them nothing is declared.
+    #[test]
+    fn the_quota_flags_make_a_token_bucket() {
+        let parse = |args: &[&str]| {
+            Args::try_parse_from(std::iter::once("fake-provider").chain(args.iter().copied()))
+        };
+        assert_eq!(quota(&parse(&[]).unwrap()), None);
+        assert_eq!(
+            quota(&parse(&["--quota-qps", "20", "--quota-burst", "100"]).unwrap()),
+            Some(QuotaConfig {
+                qps: 20.0,
+                burst: 100
+            })
+        );
+        assert_eq!(
+            quota(&parse(&["--quota-qps", "0.5"]).unwrap()),
+            Some(QuotaConfig { qps: 0.5, burst: 1 })
+        );
+        assert!(
+            parse(&["--quota-burst", "5"]).is_err(),
+            "burst needs a rate"
+        );
+        for bad in ["0", "-1", "NaN", "inf", "x"] {
+            assert!(parse(&["--quota-qps", bad]).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn the_identity_flags_are_declared() {
         let cloud = info(&[

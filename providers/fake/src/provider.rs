@@ -9,9 +9,10 @@ use ccm_provider_sdk::proto::{
     Service, Volume, Warning, Zone,
 };
 use ccm_provider_sdk::{
-    CallContext, Clusters, Existence, Identity, Instances, LbAnswer, LoadBalancerEntry,
-    LoadBalancers, ProviderError, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState,
-    Volumes, Zones, cluster_scoped_load_balancer_name,
+    BatchAnswers, CallContext, Clusters, Existence, Identity, InstanceAnswer, InstanceQuery,
+    InstanceQuestion, Instances, LbAnswer, LoadBalancerEntry, LoadBalancers, MetadataAnswer,
+    ProviderError, ProviderInfo, ProviderResult, Readiness, Routes, ShutdownState, Volumes, Zones,
+    cluster_scoped_load_balancer_name,
 };
 
 use crate::state::{
@@ -126,6 +127,63 @@ impl Instances for FakeCloud {
             s.instance_metadata(&node)
         })
         .await
+    }
+
+    /// One cloud call for the whole batch (as a describe call of many ids
+    /// is): one entry in the call log, one token of the quota. An error
+    /// injected on a single method fails that method's queries.
+    async fn batch_instances(
+        &self,
+        ctx: CallContext,
+        queries: Vec<InstanceQuery>,
+    ) -> ProviderResult<BatchAnswers> {
+        let injected = self.injected_per_query(queries.iter().map(|q| single_method(q.question)));
+        self.call(Method::BatchInstances, &ctx, |s| {
+            Ok(queries
+                .into_iter()
+                .zip(injected)
+                .map(|(q, injected)| {
+                    let answer = match (injected, q.question) {
+                        (Some(e), _) => Err(e),
+                        (None, InstanceQuestion::Existence) => {
+                            Ok(InstanceAnswer::Existence(if s.instance_exists(&q.node) {
+                                Existence::Exists
+                            } else {
+                                Existence::NotExists
+                            }))
+                        }
+                        (None, InstanceQuestion::Shutdown) => {
+                            s.instance_shutdown(&q.node).map(|down| {
+                                InstanceAnswer::Shutdown(if down {
+                                    ShutdownState::ShutDown
+                                } else {
+                                    ShutdownState::Running
+                                })
+                            })
+                        }
+                        (None, InstanceQuestion::Metadata) => {
+                            s.instance_metadata(&q.node).map(|metadata| {
+                                InstanceAnswer::Metadata(MetadataAnswer {
+                                    metadata,
+                                    warnings: Vec::new(),
+                                })
+                            })
+                        }
+                    };
+                    (q.key, answer)
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+/// The single call that asks what `question` asks.
+fn single_method(question: InstanceQuestion) -> Method {
+    match question {
+        InstanceQuestion::Existence => Method::InstanceExists,
+        InstanceQuestion::Shutdown => Method::InstanceShutdown,
+        InstanceQuestion::Metadata => Method::InstanceMetadata,
     }
 }
 

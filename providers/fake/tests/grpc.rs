@@ -391,3 +391,110 @@ async fn readiness_and_rate_limits_are_controllable() {
     r.client.instance_exists(node("n1")).await.unwrap();
     r.stop().await;
 }
+
+/// A batch is one cloud call: one entry in the call log, one token of the
+/// quota, whatever its size; beyond the quota every call that reaches the
+/// cloud answers QUOTA_EXCEEDED with the time to the next token, counted.
+#[tokio::test]
+async fn a_batch_is_one_cloud_call_and_the_quota_refuses_beyond_its_burst() {
+    use ccm_fake_provider::{QuotaConfig, QuotaSnapshot};
+    use ccm_provider_sdk::{InstanceAnswer, InstanceQuery, InstanceQuestion};
+    let r = start(FakeConfig::default()).await;
+    assert!(
+        r.client
+            .handshake()
+            .await
+            .unwrap()
+            .has(Capability::InstancesBatch)
+    );
+    // A slow refill, so nothing comes back during the test.
+    r.fake.set_quota(Some(QuotaConfig {
+        qps: 0.01,
+        burst: 2,
+    }));
+    r.fake.clear_calls();
+    let queries: Vec<_> = (0..50)
+        .map(|i| InstanceQuery {
+            key: format!("k{i}"),
+            node: node(&format!("n{i}")),
+            question: if i % 2 == 0 {
+                InstanceQuestion::Metadata
+            } else {
+                InstanceQuestion::Existence
+            },
+        })
+        .collect();
+    let answers = r.client.batch_instances(queries.clone()).await.unwrap();
+    assert_eq!(answers.len(), 50);
+    for (key, answer) in &answers {
+        assert!(answer.is_ok(), "{key}: {answer:?}");
+    }
+    assert!(matches!(
+        answers[1].1,
+        Ok(InstanceAnswer::Existence(Existence::Exists))
+    ));
+    let calls = r.fake.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].method, Method::BatchInstances);
+
+    // The second token, then none.
+    r.client.instance_exists(node("n1")).await.unwrap();
+    let err = r.client.batch_instances(queries).await.unwrap_err();
+    let e = err.provider_error().unwrap();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(e.reason(), Some(ErrorReason::QuotaExceeded));
+    let wait = e.retry_after_delay().expect("RetryInfo");
+    assert!(
+        wait > Duration::from_secs(90) && wait <= Duration::from_secs(100),
+        "{wait:?}"
+    );
+    let e = r.client.instance_metadata(node("n1")).await.unwrap_err();
+    assert_eq!(
+        e.provider_error().unwrap().reason(),
+        Some(ErrorReason::QuotaExceeded)
+    );
+    // The probe is no cloud call.
+    assert_eq!(r.client.probe().await.unwrap(), Readiness::Ready);
+    assert_eq!(
+        r.fake.quota(),
+        Some(QuotaSnapshot {
+            qps: 0.01,
+            burst: 2,
+            granted: 2,
+            refused: 2
+        })
+    );
+    match &r.fake.calls_of(Method::BatchInstances)[1].outcome {
+        CallOutcome::Error { reason, .. } => {
+            assert_eq!(reason.as_deref(), Some("QUOTA_EXCEEDED"))
+        }
+        o => panic!("{o:?}"),
+    }
+
+    // An injection on a single method fails that method's queries only.
+    r.fake.set_quota(None);
+    r.fake.inject_error(
+        Method::InstanceMetadata,
+        ErrorInjection::new(ErrorKind::CloudUnavailable, "metadata down"),
+    );
+    let answers = r
+        .client
+        .batch_instances(vec![
+            InstanceQuery {
+                key: "m".into(),
+                node: node("n1"),
+                question: InstanceQuestion::Metadata,
+            },
+            InstanceQuery {
+                key: "e".into(),
+                node: node("n1"),
+                question: InstanceQuestion::Existence,
+            },
+        ])
+        .await
+        .unwrap();
+    let m = answers[0].1.as_ref().unwrap_err().provider_error().unwrap();
+    assert_eq!(m.reason(), Some(ErrorReason::CloudUnavailable));
+    assert!(answers[1].1.is_ok());
+    r.stop().await;
+}

@@ -9,6 +9,7 @@ use ccm_provider_sdk::proto::Capability;
 use crate::Outcome;
 use crate::ctx::{CaseResult, Ctx, Verdict};
 
+mod batch;
 mod fencing;
 mod identity;
 mod instances;
@@ -83,6 +84,10 @@ pub static CASES: &[Case] = &[
     case!("instances/foreign-provider-id-refused", [Instances], instances::foreign_provider_id_refused, V1_1_0),
     case!("instances/every-owned-scheme-judged", [Instances], instances::every_owned_scheme_judged, V1_2_0),
     case!("instances/metadata-warnings-well-formed", [Instances], instances::metadata_warnings_well_formed, V1_2_0),
+    case!("instances/batch-per-query-errors", [Instances, InstancesBatch], batch::per_query_errors, V1_4_0),
+    case!("instances/batch-order-independent", [Instances, InstancesBatch], batch::order_independent, V1_4_0),
+    case!("instances/batch-limits", [Instances, InstancesBatch], batch::limits, V1_4_0),
+    case!("instances/batch-equivalent-to-single-calls", [Instances, InstancesBatch], batch::equivalent_to_single_calls, V1_4_0),
     // Request validation.
     case!("validation/instance-exists-without-node", [Instances], validation::instance_exists_without_node),
     case!("validation/instance-exists-empty-node-name", [Instances], validation::instance_exists_empty_node_name),

@@ -287,7 +287,7 @@ type GetProviderInfoResponse struct {
 	// has no reason to choose another.
 	ProviderIdScheme string `protobuf:"bytes,3,opt,name=provider_id_scheme,json=providerIdScheme,proto3" json:"provider_id_scheme,omitempty"`
 	// REQUIRED. The version of this contract the provider was built against,
-	// semver without "v"; this revision of the contract is "1.3.0". A rule
+	// semver without "v"; this revision of the contract is "1.4.0". A rule
 	// providers MUST follow that is added to the contract bumps the minor
 	// version, and a provider is held to the rules of the version it
 	// declares: the conformance suite reports a newer rule as not required,
