@@ -652,18 +652,23 @@ mod tests {
         old.spec.as_mut().unwrap().taints = None;
         let all = Arc::new(vec![Arc::new(fresh), Arc::new(old)]);
         let refresh = AddressRefresh::new(state.clone(), &Settings::default());
+        // The fake answers the batch natively: one BatchInstances call,
+        // named after its Node when it carries one.
         let asked = || -> Vec<String> {
             provider
                 .fake
-                .calls_of(ccm_fake_provider::Method::InstanceMetadata)
+                .calls_of(ccm_fake_provider::Method::BatchInstances)
                 .into_iter()
                 .map(|c| c.request_id)
                 .collect()
         };
+        let questions = || state.ctx.metrics.instance_batches.sent().1;
+        let before = questions();
 
         provider.fake.clear_calls();
         refresh.reconcile(all.clone()).await.unwrap();
         assert_eq!(asked(), ["node/old"], "only the Node not initialised here");
+        assert_eq!(questions() - before, 1.0);
 
         // A period later it is refreshed as any other.
         let long_ago = Instant::now() - Settings::default().status_period;
@@ -672,7 +677,7 @@ mod tests {
         }
         provider.fake.clear_calls();
         refresh.reconcile(all).await.unwrap();
-        assert_eq!(asked().len(), 2, "both: {:?}", asked());
+        assert_eq!(questions() - before, 3.0, "both: {:?}", asked());
         assert!(state.initialised_at.lock().is_empty(), "the record goes");
     }
 

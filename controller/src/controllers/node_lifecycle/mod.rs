@@ -461,14 +461,18 @@ mod tests {
             patches[0].body["spec"]["taints"][1]["key"],
             node::SHUTDOWN_TAINT
         );
-        // The fake answers batches by the SDK's fan-out to its single
-        // methods: four existence questions, two shutdown ones (the gone
-        // and the Ready are not asked), in far fewer batches.
-        assert_eq!(provider.fake.calls_of(Method::InstanceExists).len(), 4);
-        assert_eq!(provider.fake.calls_of(Method::InstanceShutdown).len(), 2);
+        // Four existence questions, two shutdown ones (the gone and the
+        // Ready are not asked), in a few batches and no single call.
         let (batches, questions) = ctx.metrics.instance_batches.sent();
         assert_eq!(questions, 6.0);
         assert!((2..=4).contains(&batches), "{batches} batches");
+        assert_eq!(
+            provider.fake.calls_of(Method::BatchInstances).len() as u64,
+            batches
+        );
+        for m in [Method::InstanceExists, Method::InstanceShutdown] {
+            assert!(provider.fake.calls_of(m).is_empty(), "{m:?}");
+        }
     }
 
     /// An error for one Node in a batch deletes nothing, as the single
