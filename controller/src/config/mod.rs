@@ -19,6 +19,7 @@ pub use controllers::{ControllerName, enabled_controllers};
 pub use providers::{Endpoint, Providers, ProvidersArgs};
 
 use crate::cidr::{Cidr, parse_cluster_cidrs};
+use crate::providers::instances::{BatchSettings, MAX_BATCH_WAIT};
 
 /// Why no connection to the kube-apiserver could be configured.
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +279,39 @@ pub struct ProviderArgs {
     /// [default: the QPS rounded up, at least 1]
     #[arg(long, global = true, value_name = "[NAME=]BURST", value_parser = providers::for_any_or_one(providers::burst))]
     pub provider_burst: Vec<(Option<String>, u32)>,
+
+    /// Most instance questions (metadata, existence, shutdown) in one
+    /// BatchInstances call, 1 to 500; for a provider that announces
+    /// CAPABILITY_INSTANCES_BATCH (each provider's own batches, with
+    /// several).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub provider_batch_size: u16,
+
+    /// Longest an instance question waits for company while a batch is in
+    /// flight (none is: it leaves at once), at most 1s.
+    #[arg(long, default_value = "10ms", value_parser = batch_wait)]
+    pub provider_batch_wait: Duration,
+}
+
+impl ProviderArgs {
+    /// How instance questions are gathered into batches.
+    pub fn batch(&self) -> BatchSettings {
+        BatchSettings {
+            size: usize::from(self.provider_batch_size),
+            wait: self.provider_batch_wait,
+        }
+    }
+}
+
+fn batch_wait(s: &str) -> Result<Duration, String> {
+    let wait = duration::parse(s)?;
+    if wait > MAX_BATCH_WAIT {
+        return Err(format!(
+            "{s:?} is longer than {}ms: a question waits at most that long for a batch",
+            MAX_BATCH_WAIT.as_millis()
+        ));
+    }
+    Ok(wait)
 }
 
 /// Opt-in cluster access for the provider (ours): a kubeconfig with a

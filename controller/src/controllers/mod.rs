@@ -28,6 +28,7 @@ use ccm_runtime::{Controller, Reconcile};
 use crate::config::{ControllerName, ControllersArgs};
 use crate::context::Context;
 use crate::manager::metrics::ControllerMetrics;
+use crate::providers::instances::BatchSettings;
 use crate::request_id::ProviderScope;
 
 /// Changed Nodes, as the shared Node watch delivers them.
@@ -48,6 +49,8 @@ pub struct Shared {
     pub dry_run: Option<crate::manager::dry_run::DryRun>,
     /// The provider's share of the cluster (all of it, with one provider).
     pub scope: crate::providers::Scope,
+    /// How instance questions to the provider are batched (when it can).
+    pub batch: BatchSettings,
 }
 
 /// The lane of the call budget the controller `name`'s provider calls wait
@@ -99,11 +102,12 @@ pub fn start(
                 workers: args.concurrent_node_syncs.get(),
                 status_period: args.node_status_update_frequency,
                 status_workers: args.node_status_workers(),
+                batch: shared.batch,
             },
         )
         .boxed(),
         ControllerName::CloudNodeLifecycle => {
-            node_lifecycle::run(ctx, args.node_monitor_period).boxed()
+            node_lifecycle::run(ctx, args.node_monitor_period, shared.batch).boxed()
         }
         ControllerName::ServiceLb => service_lb::run(
             ctx,

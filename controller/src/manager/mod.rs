@@ -352,6 +352,7 @@ impl Manager {
             metrics: self.providers[0].metrics.clone(),
             dry_run: self.dry_run.clone(),
             scope: self.providers[0].scope.clone(),
+            batch: self.opts.provider.batch(),
         };
         let mut synced = watch.synced();
         let subscribers = watch.subscribers();

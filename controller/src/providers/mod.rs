@@ -1,7 +1,9 @@
 //! Several providers in one controller (docs/hybrid.md): the routing of
 //! Nodes and Services to the provider that answers for them, and the
-//! label selectors its flags take.
+//! label selectors its flags take; and the batching of instance questions
+//! to a provider ([`instances`]).
 
+pub mod instances;
 pub mod route;
 pub mod selector;
 

@@ -6,10 +6,17 @@
 //! they already match) and one patch of metadata+spec guarded by the Node's
 //! resourceVersion. Addresses go first so the Node is never schedulable
 //! before its addresses are right (upstream removes the taint first).
+//!
+//! Provider calls: one InstanceMetadata per initialisation and per refresh,
+//! gathered into BatchInstances calls when the provider batches
+//! ([`Instances`]); then as many Nodes wait for their answer at once as
+//! fill the batches in flight, while their writes stay at `workers` at a
+//! time. A Node this process initialised is not refreshed until a
+//! refresh period has passed: its answer could not have changed anything.
 
 mod decide;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,10 +32,13 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use parking_lot::Mutex;
 use serde_json::json;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 use super::NodeEvents;
 use crate::context::Context;
 use crate::k8s::{self, node};
+use crate::providers::instances::{BatchSettings, Instances};
 use crate::request_id;
 pub use decide::{
     InitChanges, InitError, Plan, desired_addresses, ga_label_fixes, init_changes, plan,
@@ -58,6 +68,19 @@ pub struct Settings {
     pub status_period: Duration,
     /// Nodes whose addresses are refreshed in parallel.
     pub status_workers: usize,
+    /// How metadata questions are batched, when the provider batches.
+    pub batch: BatchSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            workers: 8,
+            status_period: Duration::from_secs(300),
+            status_workers: 8,
+            batch: BatchSettings::default(),
+        }
+    }
 }
 
 /// The controller's state.
@@ -67,13 +90,32 @@ pub struct CloudNode {
     /// cache has not shown yet. By uid: a Node deleted and re-created under
     /// the same name is new work, however soon it comes back.
     initialised: Mutex<HashSet<String>>,
+    /// When this process initialised each Node, for a refresh period: the
+    /// address refresh leaves those alone. By uid, as `initialised`.
+    initialised_at: Mutex<HashMap<String, Instant>>,
+    /// The metadata questions of initialisations.
+    instances: Instances,
+    /// Initialisations writing at once (`workers`).
+    writes: Semaphore,
 }
 
 impl CloudNode {
     pub fn new(ctx: Arc<Context>) -> Arc<Self> {
+        Self::with(ctx, Settings::default())
+    }
+
+    pub fn with(ctx: Arc<Context>, settings: Settings) -> Arc<Self> {
+        let instances = Instances::new(
+            ctx.provider.clone(),
+            settings.batch,
+            ctx.metrics.instance_batches.clone(),
+        );
         Arc::new(CloudNode {
             ctx,
             initialised: Mutex::default(),
+            initialised_at: Mutex::default(),
+            instances,
+            writes: Semaphore::new(usize::from(settings.workers.max(1))),
         })
     }
 }
@@ -182,11 +224,7 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     let ctx = &state.ctx;
     let name = node::name(n).to_owned();
     tracing::info!(node = %name, "initializing node with cloud provider");
-    let meta = match ctx
-        .provider
-        .instance_metadata_answer(node::node_ref(n))
-        .await
-    {
+    let meta = match state.instances.metadata(node::node_ref(n)).await {
         Ok(answer) => {
             provider_warnings(ctx, n, &answer.warnings).await;
             answer.metadata
@@ -229,6 +267,8 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     for dropped in &changes.dropped_labels {
         tracing::warn!(node = %name, "not applying additional label {dropped}");
     }
+    // Never closed.
+    let _writing = state.writes.acquire().await;
     // Guard the second write with the version our first one produced, so
     // only someone else's change in between makes it conflict.
     let resource_version = match patch_addresses(ctx, n, &meta.node_addresses).await? {
@@ -242,6 +282,10 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     })
     .await?;
     state.initialised.lock().insert(uid(n).to_owned());
+    state
+        .initialised_at
+        .lock()
+        .insert(uid(n).to_owned(), Instant::now());
     tracing::info!(node = %name, "successfully initialized node with cloud provider");
     ctx.event(
         n,
@@ -304,18 +348,23 @@ impl Reconcile for CloudNode {
 /// Runs the controller until the process stops: initialisation of the
 /// Nodes `node_events` names, and the periodic address refresh.
 pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings) {
-    let state = CloudNode::new(ctx.clone());
+    let state = CloudNode::with(ctx.clone(), settings);
+    // With a batching provider, enough Nodes wait for their metadata at
+    // once to fill the batches; their writes stay at `workers`. Decided
+    // at start: a provider that stops batching later is asked the single
+    // calls by these workers, within --provider-max-concurrency.
+    let workers = if state.instances.batches().await {
+        usize::from(settings.workers).max(settings.batch.window())
+    } else {
+        settings.workers.into()
+    };
     let initialise = super::runner(&ctx, state.clone(), "Nodes")
         .store(ctx.nodes.clone())
         .changes(node_events.map(|n| ObjectRef::from_obj(n.as_ref())))
-        .workers(settings.workers.into())
+        .workers(workers)
         .run();
     let nodes = ctx.nodes.clone();
-    let refresh = AddressRefresh {
-        state,
-        period: settings.status_period,
-        workers: settings.status_workers,
-    };
+    let refresh = AddressRefresh::new(state, &settings);
     let refresh = super::runner(&ctx, Arc::new(refresh), "NodeAddresses")
         .lookup(move |_| Some(Arc::new(nodes.state())))
         .resyncs(futures::stream::once(async { ADDRESS_REFRESH }))
@@ -327,12 +376,39 @@ pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings)
 const ADDRESS_REFRESH: Singleton = Singleton("node-addresses");
 
 /// Refreshes initialised Nodes' addresses every `period`, measured from the
-/// end of the previous pass, as upstream's UpdateNodeStatus.
+/// end of the previous pass, as upstream's UpdateNodeStatus; but not those
+/// this process initialised within the last period.
 struct AddressRefresh {
     state: Arc<CloudNode>,
     period: Duration,
-    /// Nodes whose addresses are refreshed in parallel.
+    /// Nodes whose addresses are refreshed in parallel (without batches),
+    /// and written in parallel.
     workers: usize,
+    /// The refresh's own questions: a lane of their own (their batches do
+    /// not wait behind initialisations').
+    instances: Instances,
+    writes: Semaphore,
+}
+
+impl AddressRefresh {
+    fn new(state: Arc<CloudNode>, settings: &Settings) -> Self {
+        let ctx = &state.ctx;
+        // Periodic: its calls wait for the call budget behind
+        // initialisation's.
+        let instances = Instances::new(
+            ctx.provider.in_lane(Lane::Refresh),
+            settings.batch,
+            ctx.metrics.instance_batches.clone(),
+        );
+        let workers = settings.status_workers.max(1);
+        AddressRefresh {
+            state,
+            period: settings.status_period,
+            workers,
+            instances,
+            writes: Semaphore::new(workers),
+        }
+    }
 }
 
 impl Reconcile for AddressRefresh {
@@ -342,25 +418,39 @@ impl Reconcile for AddressRefresh {
 
     async fn reconcile(&self, all: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
         let ctx = &self.state.ctx;
-        // Periodic: waits for the call budget behind initialisation.
-        let provider = &ctx.provider.in_lane(Lane::Refresh);
         // Records of Nodes deleted before the cache showed them untainted.
         let present: HashSet<&str> = all.iter().map(|n| uid(n)).collect();
         self.state
             .initialised
             .lock()
             .retain(|u| present.contains(u.as_str()));
+        // Initialised within the last period: its answer could not have
+        // changed anything yet.
+        let fresh: HashSet<String> = {
+            let now = Instant::now();
+            let mut at = self.state.initialised_at.lock();
+            at.retain(|_, t| now.duration_since(*t) < self.period);
+            at.keys().cloned().collect()
+        };
         let nodes = all
             .iter()
             .filter(|n| !node::has_taint(n, node::UNINITIALIZED_TAINT))
-            .filter(|n| ctx.scope.owns_node(n));
+            .filter(|n| ctx.scope.owns_node(n))
+            .filter(|n| !fresh.contains(uid(n)));
+        let parallel = if self.instances.batches().await {
+            self.instances.settings().window()
+        } else {
+            self.workers
+        };
         futures::stream::iter(nodes)
-            .for_each_concurrent(self.workers.max(1), |n| {
+            .for_each_concurrent(parallel, |n| {
                 request_id::scoped(request_id::node(n), async move {
-                    match provider.instance_metadata_answer(node::node_ref(n)).await {
+                    match self.instances.metadata(node::node_ref(n)).await {
                         Ok(answer) => {
                             provider_warnings(ctx, n, &answer.warnings).await;
                             let meta = answer.metadata;
+                            // Never closed.
+                            let _writing = self.writes.acquire().await;
                             if let Err(e) = patch_addresses(ctx, n, &meta.node_addresses).await {
                                 tracing::warn!(node = node::name(n), error = %e, "updating node addresses");
                             }
@@ -485,11 +575,7 @@ mod tests {
             // Event series instead).
             let mut done = tainted("maint-2");
             done.spec.as_mut().unwrap().taints = None;
-            let refresh = AddressRefresh {
-                state: state.clone(),
-                period: Duration::from_secs(300),
-                workers: 1,
-            };
+            let refresh = AddressRefresh::new(state.clone(), &Settings::default());
             refresh
                 .reconcile(Arc::new(vec![Arc::new(done)]))
                 .await
@@ -529,11 +615,7 @@ mod tests {
         let mut initialised = theirs.clone();
         initialised.spec.as_mut().unwrap().taints = None;
         initialised.spec.as_mut().unwrap().provider_id = Some("other://theirs".into());
-        let refresh = AddressRefresh {
-            state: state.clone(),
-            period: Duration::from_secs(300),
-            workers: 1,
-        };
+        let refresh = AddressRefresh::new(state.clone(), &Settings::default());
         refresh
             .reconcile(Arc::new(vec![Arc::new(initialised)]))
             .await
@@ -554,6 +636,52 @@ mod tests {
                 "PATCH /api/v1/nodes/mine"
             ]
         );
+    }
+
+    /// Nothing done twice: the refresh does not ask about a Node this
+    /// process initialised within the last period (the answer was just
+    /// written), and does once the period has passed.
+    #[tokio::test]
+    async fn a_node_initialised_moments_ago_is_not_refreshed() {
+        let provider = fake_provider(FakeConfig::default());
+        ready(&provider).await;
+        let (client, _api) = api();
+        let n = tainted("fresh");
+        let state = CloudNode::new(context(client, &provider, vec![n.clone()]));
+        state.reconcile(Arc::new(n.clone())).await.unwrap();
+        let mut fresh = n.clone();
+        fresh.spec.as_mut().unwrap().taints = None;
+        let mut old = tainted("old");
+        old.spec.as_mut().unwrap().taints = None;
+        let all = Arc::new(vec![Arc::new(fresh), Arc::new(old)]);
+        let refresh = AddressRefresh::new(state.clone(), &Settings::default());
+        // The fake answers the batch natively: one BatchInstances call,
+        // named after its Node when it carries one.
+        let asked = || -> Vec<String> {
+            provider
+                .fake
+                .calls_of(ccm_fake_provider::Method::BatchInstances)
+                .into_iter()
+                .map(|c| c.request_id)
+                .collect()
+        };
+        let questions = || state.ctx.metrics.instance_batches.sent().1;
+        let before = questions();
+
+        provider.fake.clear_calls();
+        refresh.reconcile(all.clone()).await.unwrap();
+        assert_eq!(asked(), ["node/old"], "only the Node not initialised here");
+        assert_eq!(questions() - before, 1.0);
+
+        // A period later it is refreshed as any other.
+        let long_ago = Instant::now() - Settings::default().status_period;
+        for t in state.initialised_at.lock().values_mut() {
+            *t = long_ago;
+        }
+        provider.fake.clear_calls();
+        refresh.reconcile(all).await.unwrap();
+        assert_eq!(questions() - before, 3.0, "both: {:?}", asked());
+        assert!(state.initialised_at.lock().is_empty(), "the record goes");
     }
 
     #[tokio::test]

@@ -8,6 +8,12 @@
 //! Node's uid, so a Node re-created under the same name is never removed,
 //! and a Node whose providerID is another cloud's (or malformed) is never
 //! asked about at all: the provider can only know its own instances.
+//!
+//! A pass asks about the NotReady Nodes only. With a provider that batches
+//! (CAPABILITY_INSTANCES_BATCH) it asks whether each exists, all in
+//! batches, then whether those that exist are shut down, in batches again;
+//! otherwise it checks one Node after the other with the single calls, as
+//! upstream.
 
 mod decide;
 
@@ -15,8 +21,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm_provider_sdk::{Existence, ShutdownState};
+use ccm_provider_sdk::{ClientError, Existence, ShutdownState};
 use ccm_runtime::{Action, Reconcile, Singleton};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, Preconditions};
@@ -29,6 +36,7 @@ use parking_lot::Mutex;
 
 use crate::context::Context;
 use crate::k8s::{self, node};
+use crate::providers::instances::{BatchSettings, Instances};
 use crate::request_id;
 pub use decide::{Ownership, Plan, ownership, plan, taints_for};
 
@@ -37,14 +45,45 @@ pub struct Lifecycle {
     ctx: Arc<Context>,
     /// Node uids already told they are not the provider's to judge.
     reported_not_ours: Mutex<HashSet<String>>,
+    /// The existence and shutdown questions.
+    instances: Instances,
 }
 
 impl Lifecycle {
     pub fn new(ctx: Arc<Context>) -> Self {
+        Self::with(ctx, BatchSettings::default())
+    }
+
+    pub fn with(ctx: Arc<Context>, batch: BatchSettings) -> Self {
+        let instances = Instances::new(
+            ctx.provider.clone(),
+            batch,
+            ctx.metrics.instance_batches.clone(),
+        );
         Lifecycle {
             ctx,
             reported_not_ours: Mutex::default(),
+            instances,
         }
+    }
+
+    /// Whether the Node is to be asked about: the provider's, NotReady,
+    /// and judgeable. A Ready Node's shutdown taint goes here, without a
+    /// question.
+    async fn due(&self, n: &Node) -> bool {
+        let ctx = &self.ctx;
+        if !ctx.scope.owns_node(n) {
+            return false;
+        }
+        if let Plan::Ready { untaint } = plan(n) {
+            if let Some(taints) = untaint
+                && let Err(e) = set_taints(ctx, n, taints).await
+            {
+                tracing::warn!(node = node::name(n), error = %e, "removing shutdown taint");
+            }
+            return false;
+        }
+        self.judgeable(n).await
     }
 
     /// Whether the provider may judge the Node's instance; says once per
@@ -132,48 +171,97 @@ async fn delete(ctx: &Context, n: &Node) {
 /// One node, one pass. A Node this provider does not own (several
 /// providers) is not looked at: only its owner ever judges it.
 pub async fn check(state: &Lifecycle, n: &Node) {
-    let ctx = &state.ctx;
-    if !ctx.scope.owns_node(n) {
+    if !state.due(n).await {
         return;
     }
-    let name = node::name(n);
-    if let Plan::Ready { untaint } = plan(n) {
-        if let Some(taints) = untaint
-            && let Err(e) = set_taints(ctx, n, taints).await
-        {
-            tracing::warn!(node = name, error = %e, "removing shutdown taint");
-        }
-        return;
+    let exists = state.instances.exists(node::node_ref(n)).await;
+    if on_existence(&state.ctx, n, exists).await {
+        let shutdown = state.instances.shutdown(node::node_ref(n)).await;
+        on_shutdown(&state.ctx, n, shutdown).await;
     }
-    if !state.judgeable(n).await {
-        return;
-    }
-    match ctx.provider.instance_exists(node::node_ref(n)).await {
+}
+
+/// Acts on the answer to whether the Node's instance exists: deletes the
+/// Node on an explicit `NotExists`, nothing else. Whether it exists (to
+/// be asked whether it is shut down).
+async fn on_existence(ctx: &Context, n: &Node, exists: Result<Existence, ClientError>) -> bool {
+    match exists {
         Err(e) => {
-            tracing::warn!(node = name, error = %e, "error checking if node exists; not deleting it");
+            tracing::warn!(node = node::name(n), error = %e, "error checking if node exists; not deleting it");
+            false
         }
-        Ok(Existence::NotExists) => delete(ctx, n).await,
-        Ok(Existence::Exists) => match ctx.provider.instance_shutdown(node::node_ref(n)).await {
-            Ok(ShutdownState::ShutDown) => {
-                if let Some(taints) = taints_for(n, true)
-                    && let Err(e) = set_taints(ctx, n, taints).await
-                {
-                    tracing::warn!(node = name, error = %e, "adding shutdown taint");
-                }
+        Ok(Existence::NotExists) => {
+            delete(ctx, n).await;
+            false
+        }
+        Ok(Existence::Exists) => true,
+    }
+}
+
+/// Acts on the answer to whether the Node's instance is shut down: taints
+/// a shut-down one.
+async fn on_shutdown(ctx: &Context, n: &Node, state: Result<ShutdownState, ClientError>) {
+    match state {
+        Ok(ShutdownState::ShutDown) => {
+            if let Some(taints) = taints_for(n, true)
+                && let Err(e) = set_taints(ctx, n, taints).await
+            {
+                tracing::warn!(node = node::name(n), error = %e, "adding shutdown taint");
             }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(node = name, error = %e, "error checking if node is shut down")
-            }
-        },
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(node = node::name(n), error = %e, "error checking if node is shut down")
+        }
+    }
+}
+
+/// One pass over `nodes` with a provider that batches: existence of every
+/// due Node (in batches), then shutdown of those that exist (in batches),
+/// then what the answers call for, Node by Node under its request id.
+/// `window`: questions outstanding at once.
+async fn batched_pass(state: &Lifecycle, nodes: &[Arc<Node>], window: usize) {
+    let ctx = &state.ctx;
+    // Owned, so the questions' futures borrow nothing per item.
+    let mut due: Vec<Arc<Node>> = Vec::new();
+    for n in nodes {
+        if request_id::scoped(request_id::node(n), state.due(n)).await {
+            due.push(n.clone());
+        }
+    }
+    let answers: Vec<_> = futures::stream::iter(due)
+        .map(|n| async move {
+            let exists = state.instances.exists(node::node_ref(&n)).await;
+            (n, exists)
+        })
+        .buffered(window)
+        .collect()
+        .await;
+    let mut existing = Vec::new();
+    for (n, exists) in answers {
+        if request_id::scoped(request_id::node(&n), on_existence(ctx, &n, exists)).await {
+            existing.push(n);
+        }
+    }
+    let answers: Vec<_> = futures::stream::iter(existing)
+        .map(|n| async move {
+            let shutdown = state.instances.shutdown(node::node_ref(&n)).await;
+            (n, shutdown)
+        })
+        .buffered(window)
+        .collect()
+        .await;
+    for (n, shutdown) in answers {
+        request_id::scoped(request_id::node(&n), on_shutdown(ctx, &n, shutdown)).await;
     }
 }
 
 /// The controller's one key: a pass over every Node.
 const PASS: Singleton = Singleton("node-lifecycle");
 
-/// Passes of [`check`] over every Node, serially, each `period` after the
-/// previous one ended. A check logs what went wrong and waits for the next
+/// Passes over every Node, each `period` after the previous one ended:
+/// [`check`] on one after the other, or a [`batched_pass`] when the
+/// provider batches. A check logs what went wrong and waits for the next
 /// pass: nothing is retried sooner, and nothing is deleted on an error.
 struct Passes {
     lifecycle: Lifecycle,
@@ -186,8 +274,13 @@ impl Reconcile for Passes {
     type Error = Infallible;
 
     async fn reconcile(&self, nodes: Arc<Vec<Arc<Node>>>) -> Result<Action, Infallible> {
-        for n in nodes.iter() {
-            request_id::scoped(request_id::node(n), check(&self.lifecycle, n)).await;
+        let instances = &self.lifecycle.instances;
+        if instances.batches().await {
+            batched_pass(&self.lifecycle, &nodes, instances.settings().window()).await;
+        } else {
+            for n in nodes.iter() {
+                request_id::scoped(request_id::node(n), check(&self.lifecycle, n)).await;
+            }
         }
         Ok(Action::requeue(self.period))
     }
@@ -198,11 +291,11 @@ impl Reconcile for Passes {
     }
 }
 
-/// Checks every Node, serially, every `period` measured from the end of the
-/// previous pass.
-pub async fn run(ctx: Arc<Context>, period: Duration) {
+/// Checks every Node every `period` measured from the end of the previous
+/// pass; `batch`: how questions are batched when the provider batches.
+pub async fn run(ctx: Arc<Context>, period: Duration, batch: BatchSettings) {
     let passes = Passes {
-        lifecycle: Lifecycle::new(ctx.clone()),
+        lifecycle: Lifecycle::with(ctx.clone(), batch),
         period,
     };
     let nodes = ctx.nodes.clone();
@@ -310,6 +403,96 @@ mod tests {
         check(&state, &node("sleepy", "True", &[node::SHUTDOWN_TAINT])).await;
         assert_eq!(api.all().pop().unwrap().body["spec"]["taints"], json!([]));
         assert!(provider.fake.calls_of(Method::InstanceExists).is_empty());
+    }
+
+    /// With a provider that batches, a pass asks whether every NotReady
+    /// Node exists in a few batches, then whether only those that exist are
+    /// shut down, and acts on each answer as the single calls' would be.
+    #[tokio::test]
+    async fn a_batched_pass_asks_existence_then_shutdown_of_those_that_exist() {
+        let provider = cloud(&["sleepy", "awake", "ready"]);
+        ready(&provider).await;
+        assert!(
+            provider
+                .client
+                .handshake()
+                .await
+                .unwrap()
+                .has(ccm_provider_sdk::proto::Capability::InstancesBatch)
+        );
+        provider.fake.shutdown_instance("sleepy").unwrap();
+        provider.fake.clear_calls();
+        let (client, api) = accepting_api();
+        let ctx = context(client, &provider, vec![]);
+        let passes = Passes {
+            lifecycle: Lifecycle::new(ctx.clone()),
+            period: Duration::from_secs(5),
+        };
+        let nodes: Vec<Arc<Node>> = [
+            node("gone-a", "Unknown", &[]),
+            node("gone-b", "False", &[]),
+            node("sleepy", "False", &["dedicated"]),
+            node("awake", "Unknown", &[]),
+            node("ready", "True", &[]),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        passes.reconcile(Arc::new(nodes)).await.unwrap();
+
+        let deleted: Vec<String> = api
+            .all()
+            .into_iter()
+            .filter(|c| c.method == http::Method::DELETE)
+            .map(|c| c.line())
+            .collect();
+        assert_eq!(
+            deleted,
+            ["DELETE /api/v1/nodes/gone-a", "DELETE /api/v1/nodes/gone-b"]
+        );
+        let patches: Vec<Call> = api
+            .all()
+            .into_iter()
+            .filter(|c| c.method == http::Method::PATCH)
+            .collect();
+        assert_eq!(patches.len(), 1, "{patches:?}");
+        assert_eq!(patches[0].line(), "PATCH /api/v1/nodes/sleepy");
+        assert_eq!(
+            patches[0].body["spec"]["taints"][1]["key"],
+            node::SHUTDOWN_TAINT
+        );
+        // Four existence questions, two shutdown ones (the gone and the
+        // Ready are not asked), in a few batches and no single call.
+        let (batches, questions) = ctx.metrics.instance_batches.sent();
+        assert_eq!(questions, 6.0);
+        assert!((2..=4).contains(&batches), "{batches} batches");
+        assert_eq!(
+            provider.fake.calls_of(Method::BatchInstances).len() as u64,
+            batches
+        );
+        for m in [Method::InstanceExists, Method::InstanceShutdown] {
+            assert!(provider.fake.calls_of(m).is_empty(), "{m:?}");
+        }
+    }
+
+    /// An error for one Node in a batch deletes nothing, as the single
+    /// call's error.
+    #[tokio::test]
+    async fn a_batched_error_deletes_nothing() {
+        let provider = cloud(&[]);
+        ready(&provider).await;
+        provider.fake.inject_error(
+            Method::InstanceExists,
+            ErrorInjection::new(ErrorKind::CloudUnavailable, "cloud down"),
+        );
+        let (client, api) = accepting_api();
+        let passes = Passes {
+            lifecycle: Lifecycle::new(context(client, &provider, vec![])),
+            period: Duration::from_secs(5),
+        };
+        let nodes = vec![Arc::new(node("maybe", "False", &[]))];
+        passes.reconcile(Arc::new(nodes)).await.unwrap();
+        assert!(api.all().is_empty(), "{:?}", api.writes());
     }
 
     /// Several providers: only the owner ever judges a Node, and another

@@ -275,6 +275,50 @@ impl CallObserver for ProviderMetrics {
 
 pub use ccm_runtime::metrics::{QueueLabels, QueueMetrics};
 
+/// `ccm_provider_instance_batch_size`: the questions of each
+/// `BatchInstances` call the controller sent; its `_count` is the batches
+/// sent, its `_sum` the questions they carried.
+#[derive(Clone, Debug)]
+pub struct BatchMetrics {
+    pub sizes: Histogram,
+}
+
+fn batch_histogram() -> Histogram {
+    // 1 .. 500, the contract's largest batch.
+    Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0])
+}
+
+impl Default for BatchMetrics {
+    fn default() -> Self {
+        BatchMetrics {
+            sizes: batch_histogram(),
+        }
+    }
+}
+
+impl BatchMetrics {
+    /// One batch of `questions` sent.
+    pub fn observe(&self, questions: usize) {
+        self.sizes.observe(questions as f64);
+    }
+
+    /// The batches counted, and the questions they carried.
+    #[cfg(test)]
+    pub fn sent(&self) -> (u64, f64) {
+        let mut registry = Registry::default();
+        registry.register("b", "", self.sizes.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let value = |series: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_default()
+        };
+        (value("b_count ") as u64, value("b_sum "))
+    }
+}
+
 /// Upstream's controller metrics, where they apply.
 #[derive(Clone)]
 pub struct ControllerMetrics {
@@ -297,6 +341,8 @@ pub struct ControllerMetrics {
     /// `ccm_events_dropped_total`: Events not written because a
     /// controller's event queue was full.
     pub events_dropped: Counter,
+    /// `ccm_provider_instance_batch_size`: batched instance questions.
+    pub instance_batches: BatchMetrics,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -322,6 +368,7 @@ fn register_series<C: Metric, H: Metric, S: Metric>(
     orphan_sweeps: S,
     orphans_deleted: C,
     events_dropped: C,
+    instance_batches: H,
 ) {
     registry.register(
         "service_controller_loadbalancer_sync",
@@ -358,6 +405,11 @@ fn register_series<C: Metric, H: Metric, S: Metric>(
         "Events not written because a controller's event queue was full",
         events_dropped,
     );
+    registry.register(
+        "ccm_provider_instance_batch_size",
+        "Questions per BatchInstances call sent to the provider (the count is the batches sent)",
+        instance_batches,
+    );
 }
 
 fn nodesync_histogram() -> Histogram {
@@ -376,6 +428,7 @@ impl ControllerMetrics {
             orphan_sweeps: Family::default(),
             orphans_deleted: Counter::default(),
             events_dropped: Counter::default(),
+            instance_batches: BatchMetrics::default(),
         };
         register_series(
             registry,
@@ -386,6 +439,7 @@ impl ControllerMetrics {
             m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
             m.events_dropped.clone(),
+            m.instance_batches.sizes.clone(),
         );
         m
     }
@@ -412,6 +466,7 @@ pub struct LabelledControllerMetrics {
     orphan_sweeps: ProviderSweeps,
     orphans_deleted: Family<ProviderLabel, Counter>,
     events_dropped: Family<ProviderLabel, Counter>,
+    instance_batches: Family<ProviderLabel, Histogram>,
 }
 
 /// Each provider's `orphan_sweeps` family (its type is the one the
@@ -467,6 +522,7 @@ impl ControllerMetricsByProvider {
             orphan_sweeps: ProviderSweeps::default(),
             orphans_deleted: Family::default(),
             events_dropped: Family::default(),
+            instance_batches: Family::new_with_constructor(batch_histogram),
         };
         register_series(
             registry,
@@ -477,6 +533,7 @@ impl ControllerMetricsByProvider {
             m.orphan_sweeps.clone(),
             m.orphans_deleted.clone(),
             m.events_dropped.clone(),
+            m.instance_batches.clone(),
         );
         ControllerMetricsByProvider::Hybrid(Box::new(m))
     }
@@ -497,6 +554,9 @@ impl ControllerMetricsByProvider {
                     orphan_sweeps: m.orphan_sweeps.of(provider),
                     orphans_deleted: m.orphans_deleted.get_or_create_owned(&l),
                     events_dropped: m.events_dropped.get_or_create_owned(&l),
+                    instance_batches: BatchMetrics {
+                        sizes: m.instance_batches.get_or_create_owned(&l),
+                    },
                 }
             }
         }
@@ -702,6 +762,7 @@ mod tests {
         cloud.lb_syncs.inc();
         cloud.route_syncs.inc();
         cloud.nodesync_latency.observe(1.5);
+        cloud.instance_batches.observe(100);
         cloud
             .orphan_sweeps
             .get_or_create(&SweepLabels { result: "complete" })
@@ -726,6 +787,8 @@ mod tests {
             r#"service_controller_nodesync_latency_seconds_count{provider="cloud"} 1"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="complete",provider="cloud"} 2"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="failed",provider="onprem"} 1"#,
+            r#"ccm_provider_instance_batch_size_count{provider="cloud"} 1"#,
+            r#"ccm_provider_instance_batch_size_sum{provider="cloud"} 100.0"#,
         ] {
             assert!(text.contains(want), "{want} in {text}");
         }
@@ -745,9 +808,12 @@ mod tests {
             .get_or_create(&SweepLabels { result: "complete" })
             .inc();
         manager.set_running("route", &ProviderLabel::default(), true);
+        one.instance_batches.observe(7);
         let text = encoded(&registry);
         for want in [
             "route_controller_route_sync_total 1",
+            "ccm_provider_instance_batch_size_count 1",
+            r#"ccm_provider_instance_batch_size_bucket{le="10.0"} 1"#,
             r#"ccm_load_balancer_orphan_sweeps_total{result="complete"} 1"#,
             r#"running_managed_controllers{name="route",manager="cloud-controller-manager"} 1"#,
         ] {

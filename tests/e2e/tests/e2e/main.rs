@@ -19,6 +19,7 @@
 mod common;
 
 mod call_budget;
+mod batching;
 mod capabilities;
 mod control_plane;
 mod deploy_manifests;
