@@ -409,8 +409,9 @@ impl InstanceAnswer {
 }
 
 /// The default batch: each query by its single method, [`BATCH_FAN_OUT`] at
-/// a time.
-async fn fan_out<T: Instances + ?Sized>(
+/// a time. Public so a provider with a batch of its own can still answer
+/// some batches this way.
+pub async fn fan_out<T: Instances + ?Sized>(
     provider: &T,
     ctx: CallContext,
     queries: Vec<InstanceQuery>,

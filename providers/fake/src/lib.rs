@@ -166,6 +166,11 @@ impl FakeCloud {
         })
     }
 
+    /// Whether a batch is one cloud call (see [`FakeConfig::native_batch`]).
+    pub(crate) fn native_batch(&self) -> bool {
+        lock(&self.shared.state).config.native_batch
+    }
+
     /// The configuration the cloud was started with.
     pub fn config(&self) -> FakeConfig {
         lock(&self.shared.state).config.clone()

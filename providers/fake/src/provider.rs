@@ -137,6 +137,9 @@ impl Instances for FakeCloud {
         ctx: CallContext,
         queries: Vec<InstanceQuery>,
     ) -> ProviderResult<BatchAnswers> {
+        if !self.native_batch() {
+            return ccm_provider_sdk::provider::fan_out(self, ctx, queries).await;
+        }
         let injected = self.injected_per_query(queries.iter().map(|q| single_method(q.question)));
         self.call(Method::BatchInstances, &ctx, |s| {
             Ok(queries

@@ -90,6 +90,11 @@ pub struct FakeConfig {
     pub serves_unclassed: Option<bool>,
     /// The KEP-5778 platforms it declares it manages.
     pub platforms: Vec<String>,
+    /// Whether BatchInstances is one cloud call (one call log entry, one
+    /// quota token), as a describe call of many ids is. `false`: the SDK
+    /// asks the single methods, so each question is logged as its own call
+    /// (for tests that count a method's calls).
+    pub native_batch: bool,
 }
 
 impl Default for FakeConfig {
@@ -109,6 +114,7 @@ impl Default for FakeConfig {
             load_balancer_classes: Vec::new(),
             serves_unclassed: None,
             platforms: Vec::new(),
+            native_batch: true,
         }
     }
 }

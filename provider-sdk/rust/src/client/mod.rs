@@ -31,10 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::transport::Channel;
 
+pub use crate::provider::{InstanceAnswer, InstanceQuery, InstanceQuestion, MetadataAnswer};
 pub use call::{
     BudgetState, CallBudget, HOLD_BOUNDS, Lane, MAX_REQUEST_ID_BYTES, RequestScope, code_name,
 };
-pub use crate::provider::{InstanceAnswer, InstanceQuery, InstanceQuestion, MetadataAnswer};
 pub use error::ClientError;
 pub use identity::Handshake;
 pub use options::{CallObserver, ClientOptions, MutationGate};

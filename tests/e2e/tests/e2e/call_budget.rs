@@ -24,6 +24,8 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
             "--concurrent-node-syncs=64",
             "--provider-qps=4",
             "--provider-burst=1",
+            // One Node per BatchInstances call, so the backlog is 24 calls.
+            "--provider-batch-size=1",
         ],
     )
     .await;
@@ -68,16 +70,16 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
     })
     .await;
     // The call log says the same: the Service's load balancer calls went
-    // before the last Nodes' metadata.
+    // before the last Nodes' metadata (one BatchInstances per Node).
     let calls = h.fake.calls();
     let seq_of = |m: Method| calls.iter().filter(move |c| c.method == m).map(|c| c.seq);
     let ensured = seq_of(Method::EnsureLoadBalancer).min().expect("ensured");
-    let metadata_after = seq_of(Method::InstanceMetadata)
+    let metadata_after = seq_of(Method::BatchInstances)
         .filter(|s| *s > ensured)
         .count();
     assert!(
         metadata_after >= names.len() / 2,
-        "only {metadata_after} InstanceMetadata calls after EnsureLoadBalancer #{ensured}"
+        "only {metadata_after} BatchInstances calls after EnsureLoadBalancer #{ensured}"
     );
     h.stop().await;
 }
@@ -91,8 +93,9 @@ async fn a_new_load_balancer_goes_before_a_backlog_of_node_initialisations() {
 async fn a_throttling_answer_holds_the_providers_calls_for_its_delay() {
     let h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
     let delay = Duration::from_secs(3);
+    // The whole batch answered so, as a throttled cloud's describe call.
     h.fake.inject_error(
-        Method::InstanceMetadata,
+        Method::BatchInstances,
         ErrorInjection::new(ErrorKind::CloudUnavailable, "throttled")
             .retry_after(delay)
             .times(1),
@@ -101,7 +104,7 @@ async fn a_throttling_answer_holds_the_providers_calls_for_its_delay() {
     h.register_node(&first).await;
     let throttled: CallRecord = eventually("the throttled call", || async {
         h.fake
-            .calls_of(Method::InstanceMetadata)
+            .calls_of(Method::BatchInstances)
             .into_iter()
             .find(|c| matches!(c.outcome, CallOutcome::Error { .. }))
             .ok_or_else(|| format!("{:?}", h.fake.calls()))

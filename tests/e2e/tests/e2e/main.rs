@@ -18,8 +18,8 @@
 
 mod common;
 
-mod call_budget;
 mod batching;
+mod call_budget;
 mod capabilities;
 mod control_plane;
 mod deploy_manifests;

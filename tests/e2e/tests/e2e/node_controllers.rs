@@ -21,7 +21,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn tainted_node_is_initialised_in_two_writes() {
-    let h = Harness::start(FakeConfig::default(), &[]).await;
+    let h = Harness::start(single_calls(), &[]).await;
     let name = unique_name("init");
 
     // Count every write to this Node through a watch started before it exists.
@@ -126,6 +126,7 @@ async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
     // delete a NotReady node whose instance does not exist.
     let h = Harness::start(
         FakeConfig {
+            native_batch: false,
             auto_create_instances: false,
             ..Default::default()
         },
@@ -157,11 +158,7 @@ async fn unknown_instance_keeps_the_taint_until_the_cloud_knows_it() {
 
 #[tokio::test]
 async fn lifecycle_taints_shut_down_nodes_and_deletes_only_on_explicit_not_exists() {
-    let h = Harness::start(
-        FakeConfig::default(),
-        &["--controllers=cloud-node-lifecycle"],
-    )
-    .await;
+    let h = Harness::start(single_calls(), &["--controllers=cloud-node-lifecycle"]).await;
     let name = unique_name("life");
     h.fake
         .add_instance(ccm_fake_provider::InstanceSpec::named(&name))
@@ -461,7 +458,7 @@ async fn replace_provider_with_raw(
 #[tokio::test]
 async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
     let mut h = Harness::start(
-        FakeConfig::default(),
+        single_calls(),
         &[
             "--controllers=cloud-node-lifecycle",
             "--provider-read-timeout=200ms",
@@ -531,7 +528,7 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
 
 #[tokio::test]
 async fn controller_restart_midway_loses_nothing() {
-    let mut h = Harness::start(FakeConfig::default(), &["--controllers=cloud-node"]).await;
+    let mut h = Harness::start(single_calls(), &["--controllers=cloud-node"]).await;
     // Slow the cloud down so the first controller stops halfway.
     h.fake
         .set_latency(Method::InstanceMetadata, Duration::from_millis(150));
@@ -639,6 +636,7 @@ async fn zone_comes_from_the_zones_service_when_metadata_has_none() {
 async fn nodes_of_another_cloud_are_never_deleted() {
     let h = Harness::start(
         FakeConfig {
+            native_batch: false,
             auto_create_instances: false,
             ..Default::default()
         },
@@ -769,4 +767,13 @@ async fn a_long_note_and_a_253_character_node_name_still_give_an_event() {
         "names its object: {event_name}"
     );
     h.stop().await;
+}
+
+/// A fake whose batches are its single calls, logged one by one: these
+/// tests count a method's calls and wait on them.
+fn single_calls() -> FakeConfig {
+    FakeConfig {
+        native_batch: false,
+        ..FakeConfig::default()
+    }
 }

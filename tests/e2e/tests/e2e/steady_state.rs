@@ -179,7 +179,7 @@ async fn a_converged_cluster_is_quiet_while_kubelets_heartbeat() {
     let quiet = h.quiet_window(&names, QUIET).await;
     quiet.assert_quiet(&[
         Method::ListRoutes,
-        Method::InstanceMetadata,
+        Method::BatchInstances,
         Method::ListLoadBalancers,
     ]);
 
