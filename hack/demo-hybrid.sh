@@ -113,9 +113,9 @@ calls() {
   curl -sf "http://127.0.0.1:$admin_port/metrics" |
     awk -v m="method=\"$2\"" -v p="provider=\"$1\"" 'index($0, "ccm_provider_request_duration_seconds_count{") == 1 && index($0, m) && index($0, p) {s += $NF} END {print s + 0}'
 }
-step "each Node asked of its owner only: InstanceMetadata calls per provider (controller metrics, label provider)"
-for p in onprem cloud; do echo "  $p: $(calls "$p" InstanceMetadata)"; done
-(($(calls onprem InstanceMetadata) >= 1 && $(calls cloud InstanceMetadata) >= 1))
+step "each Node asked of its owner only: BatchInstances calls (instance questions, batched) per provider (controller metrics, label provider)"
+for p in onprem cloud; do echo "  $p: $(calls "$p" BatchInstances)"; done
+(($(calls onprem BatchInstances) >= 1 && $(calls cloud BatchInstances) >= 1))
 
 step "load balancers by class: demo-web (no class) -> onprem, demo-cloud-web (class $cloud_class) -> cloud"
 # service NAME [CLASS]: a LoadBalancer Service, of CLASS if given.

@@ -227,7 +227,7 @@ calls() {
 }
 mutating=(EnsureLoadBalancer UpdateLoadBalancer EnsureLoadBalancerDeleted CreateRoute DeleteRoute)
 declare -A before
-for m in "${mutating[@]}" ListRoutes InstanceMetadata; do before[$m]=$(calls "$m"); done
+for m in "${mutating[@]}" ListRoutes BatchInstances; do before[$m]=$(calls "$m"); done
 # The controller's writes in the audit log since $1, leaving out its own
 # leader Lease.
 ccm_writes() {
@@ -265,7 +265,7 @@ for m in "${mutating[@]}"; do
   mutations=$((mutations + d))
   ((d == 0)) || echo "  $m: $d calls"
 done
-echo "  provider reads meanwhile: ListRoutes +$(($(calls ListRoutes) - before[ListRoutes])), InstanceMetadata +$(($(calls InstanceMetadata) - before[InstanceMetadata]))"
+echo "  provider reads meanwhile: ListRoutes +$(($(calls ListRoutes) - before[ListRoutes])), BatchInstances +$(($(calls BatchInstances) - before[BatchInstances]))"
 echo "  provider mutations: $mutations; controller writes: $(grep -c . <<<"$writes" || true)"
 if ((mutations != 0)) || [[ -n $writes ]]; then
   [[ -z $writes ]] || echo "$writes" >&2
@@ -273,7 +273,7 @@ if ((mutations != 0)) || [[ -n $writes ]]; then
   exit 1
 fi
 # The periodic passes ran meanwhile: quiet by decision, not by idling.
-(($(calls ListRoutes) > before[ListRoutes] && $(calls InstanceMetadata) > before[InstanceMetadata]))
+(($(calls ListRoutes) > before[ListRoutes] && $(calls BatchInstances) > before[BatchInstances]))
 
 step "provider metrics (http://127.0.0.1:$provider_metrics/metrics, excerpt)"
 curl -sf "http://127.0.0.1:$provider_metrics/metrics" | grep -E '^local_(lb_connections_total|lb_rejected_total\{[^}]*reason="rate"|lb_backend_healthy|routes|load_balancers)' | sed 's/^/  /'

@@ -98,7 +98,11 @@ async fn provider_kill_9_during_node_initialisation() {
         &[],
     )
     .await;
-    for (m, ms) in [("InstanceMetadata", 100), ("InstanceExists", 30)] {
+    for (m, ms) in [
+        ("InstanceMetadata", 100),
+        ("InstanceExists", 30),
+        ("BatchInstances", 100),
+    ] {
         w.provider
             .keep_fault("PUT", "/faults/latency", latency(m, ms))
             .await;
@@ -713,6 +717,7 @@ async fn two_providers_killed_in_turn_while_nodes_and_services_churn() {
         ("EnsureLoadBalancer", 150),
         ("EnsureLoadBalancerDeleted", 150),
         ("InstanceMetadata", 100),
+        ("BatchInstances", 100),
     ] {
         w.cloud
             .keep_fault("PUT", "/faults/latency", latency(m, ms))

@@ -6,6 +6,11 @@
 //! processes was asked, whatever the provider (the fake's call log only
 //! covers the fake), refused calls included.
 //!
+//! A BatchInstances call is recorded as its questions, one record per
+//! query with the single method's name and `node/<name>` as its request
+//! id, so "what was each provider asked about which Node" holds whether or
+//! not the controller batches.
+//!
 //! It adds no behaviour of its own: every controller connection gets its
 //! own connection to the provider, opened when the controller connects; a
 //! provider that refuses (killed) closes the controller's connection, and
@@ -31,8 +36,11 @@ pub struct Recorded {
     pub service: String,
     /// The RPC, e.g. `InstanceMetadata`.
     pub method: String,
-    /// The `x-ccm-request-id` (empty without one).
+    /// The `x-ccm-request-id` (empty without one); for a question of a
+    /// BatchInstances call, `node/<name>` of the Node it asks about.
     pub request_id: String,
+    /// A question of a BatchInstances call rather than a call of its own.
+    pub batched: bool,
     /// When it arrived.
     pub at: SystemTime,
 }
@@ -129,7 +137,10 @@ async fn connection(down: UnixStream, upstream: PathBuf, calls: Arc<Mutex<Vec<Re
         let mut send = send.clone();
         let calls = calls.clone();
         async move {
-            record(&calls, &req);
+            let req = match record(&calls, req).await {
+                Ok(req) => req,
+                Err(answer) => return Ok(answer),
+            };
             let answer = match send.send_request(req).await {
                 Ok(res) => res.map(|b| b.boxed()),
                 // The provider went away mid-call: what the controller
@@ -147,7 +158,12 @@ async fn connection(down: UnixStream, upstream: PathBuf, calls: Arc<Mutex<Vec<Re
     }
 }
 
-fn record(calls: &Mutex<Vec<Recorded>>, req: &Request<Incoming>) {
+/// Records `req` and hands it on; a BatchInstances request is read whole
+/// (it is unary) to record its questions.
+async fn record(
+    calls: &Mutex<Vec<Recorded>>,
+    req: Request<Incoming>,
+) -> Result<Request<Body>, Response<Body>> {
     let mut parts = req.uri().path().trim_start_matches('/').splitn(2, '/');
     let service = parts.next().unwrap_or_default();
     let service = service.rsplit('.').next().unwrap_or(service).to_owned();
@@ -158,15 +174,56 @@ fn record(calls: &Mutex<Vec<Recorded>>, req: &Request<Incoming>) {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    calls
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(Recorded {
+    let at = SystemTime::now();
+    let keep = |records: Vec<Recorded>| {
+        calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(records)
+    };
+    if method != "BatchInstances" {
+        keep(vec![Recorded {
             service,
             method,
             request_id,
-            at: SystemTime::now(),
-        });
+            batched: false,
+            at,
+        }]);
+        return Ok(req.map(BodyExt::boxed));
+    }
+    let (head, body) = req.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return Err(unavailable(&e.to_string())),
+    };
+    // One uncompressed gRPC frame: flag byte, 4-byte length, message.
+    let questions = bytes
+        .get(5..)
+        .and_then(|m| <ccm_proto::v1::BatchInstancesRequest as prost::Message>::decode(m).ok())
+        .map(|r| r.queries)
+        .unwrap_or_default();
+    keep(
+        questions
+            .into_iter()
+            .map(|q| Recorded {
+                service: service.clone(),
+                method: match q.question() {
+                    ccm_proto::v1::InstanceQuestion::Existence => "InstanceExists",
+                    ccm_proto::v1::InstanceQuestion::Shutdown => "InstanceShutdown",
+                    ccm_proto::v1::InstanceQuestion::Metadata => "InstanceMetadata",
+                    ccm_proto::v1::InstanceQuestion::Unspecified => "BatchInstances",
+                }
+                .to_owned(),
+                request_id: format!("node/{}", q.node.unwrap_or_default().name),
+                batched: true,
+                at,
+            })
+            .collect(),
+    );
+    let body = http_body_util::Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed();
+    Ok(Request::from_parts(head, body))
 }
 
 /// A trailers-only gRPC answer: UNAVAILABLE.
@@ -261,6 +318,7 @@ pub(crate) mod tests {
             method: "EnsureLoadBalancer".into(),
             request_id: "service/shop/web#1a2b3c4d".into(),
             at: SystemTime::now(),
+            batched: false,
         };
         assert_eq!(r.service(), Some(("shop/web", "1a2b3c4d")));
         assert_eq!(r.node(), None);

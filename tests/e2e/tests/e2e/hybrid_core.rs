@@ -190,7 +190,7 @@ async fn a_provider_down_at_start_holds_back_only_its_own_controllers() {
     );
     let metrics = admin_get(port, "/metrics").await.unwrap();
     for want in [
-        r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceMetadata",code="OK",provider="up"}"#,
+        r#"ccm_provider_request_duration_seconds_count{service="Instances",method="BatchInstances",code="OK",provider="up"}"#,
         r#"running_managed_controllers{name="cloud-node",manager="cloud-controller-manager",provider="up"} 1"#,
         r#"workqueue_adds_total{name="Nodes:up"}"#,
     ] {

@@ -27,6 +27,8 @@ async fn a_shadow_decides_everything_and_writes_nothing() {
     let lease = unique_name("shadow-lease");
     let h = Harness::start(
         FakeConfig {
+            // Batches asked by the single methods, so each is counted.
+            native_batch: false,
             auto_create_instances: false,
             instances: vec![InstanceSpec::named(&tainted), InstanceSpec::named(&gone)],
             ..Default::default()

@@ -130,6 +130,8 @@ async fn reconcile_spans_reach_the_collector_and_the_provider_joins_their_trace(
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--provider-endpoint={endpoint}"))
         .arg("--controllers=cloud-node")
+        // One Node per batch: the call carries that Node's reconcile's id.
+        .arg("--provider-batch-size=1")
         .arg("--leader-elect=false")
         .arg("--secure-port=0")
         .arg(format!("--tracing-endpoint=http://127.0.0.1:{port}"))
@@ -178,10 +180,10 @@ async fn reconcile_spans_reach_the_collector_and_the_provider_joins_their_trace(
     );
     // The provider saw that reconcile's call in the same trace.
     let call = fake
-        .calls_of(Method::InstanceMetadata)
+        .calls_of(Method::BatchInstances)
         .into_iter()
         .find(|c| c.request_id == id)
-        .expect("the InstanceMetadata call of that reconcile");
+        .expect("the BatchInstances call of that reconcile");
     assert_eq!(call.trace_id.as_deref(), Some(span.trace_id.as_str()));
     assert_eq!(span.span_id.len(), 16);
 }

@@ -255,6 +255,8 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
         format!("--kubeconfig={}", ours_kubeconfig.display()),
         format!("--provider-endpoint={endpoint}"),
         "--controllers=cloud-node".into(),
+        // One Node per batch: each call names its Node (request id).
+        "--provider-batch-size=1".into(),
         "--leader-elect=true".into(),
         "--secure-port=0".into(),
         "--bind-address=127.0.0.1".into(),
@@ -370,7 +372,7 @@ async fn our_controller_takes_over_from_a_running_upstream_ccm_and_hands_back() 
     );
     assert!(
         shadow_fake
-            .calls_of(Method::InstanceMetadata)
+            .calls_of(Method::BatchInstances)
             .iter()
             .any(|c| c.request_id == format!("node/{n1}")),
         "{:#?}",
