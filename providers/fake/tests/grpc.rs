@@ -399,7 +399,7 @@ async fn readiness_and_rate_limits_are_controllable() {
 async fn a_batch_is_one_cloud_call_and_the_quota_refuses_beyond_its_burst() {
     use ccm_fake_provider::{QuotaConfig, QuotaSnapshot};
     use ccm_provider_sdk::{InstanceAnswer, InstanceQuery, InstanceQuestion};
-    let r = start(FakeConfig::default()).await;
+    let mut r = start(FakeConfig::default()).await;
     assert!(
         r.client
             .handshake()
@@ -448,6 +448,16 @@ async fn a_batch_is_one_cloud_call_and_the_quota_refuses_beyond_its_burst() {
         wait > Duration::from_secs(90) && wait <= Duration::from_secs(100),
         "{wait:?}"
     );
+    // That client now holds its calls for the delay (contract 1.4.0): the
+    // next one is not sent. A client that was not told is refused too.
+    let held = r.client.instance_metadata(node("n1")).await.unwrap_err();
+    assert!(
+        matches!(held, ccm_provider_sdk::ClientError::BudgetExhausted { .. }),
+        "{held:?}"
+    );
+    r.client =
+        ccm_provider_sdk::ProviderClient::connect_lazy(&r.endpoint, ClientOptions::default())
+            .unwrap();
     let e = r.client.instance_metadata(node("n1")).await.unwrap_err();
     assert_eq!(
         e.provider_error().unwrap().reason(),
@@ -477,6 +487,10 @@ async fn a_batch_is_one_cloud_call_and_the_quota_refuses_beyond_its_burst() {
         Method::InstanceMetadata,
         ErrorInjection::new(ErrorKind::CloudUnavailable, "metadata down"),
     );
+    // A client not held by the refusals above.
+    r.client =
+        ccm_provider_sdk::ProviderClient::connect_lazy(&r.endpoint, ClientOptions::default())
+            .unwrap();
     let answers = r
         .client
         .batch_instances(vec![

@@ -528,7 +528,10 @@ async fn no_deletion_on_timeouts_unspecified_answers_or_a_dead_provider() {
 
 #[tokio::test]
 async fn controller_restart_midway_loses_nothing() {
-    let mut h = Harness::start(single_calls(), &["--controllers=cloud-node"]).await;
+    // One Node per batch, as many in flight as unbatched: halfway is there
+    // to be caught.
+    let flags = ["--controllers=cloud-node", "--provider-batch-size=1"];
+    let mut h = Harness::start(single_calls(), &flags).await;
     // Slow the cloud down so the first controller stops halfway.
     h.fake
         .set_latency(Method::InstanceMetadata, Duration::from_millis(150));
@@ -542,7 +545,7 @@ async fn controller_restart_midway_loses_nothing() {
         h.initialised_count(&names).await >= 3
     })
     .await;
-    h.restart_controller(&["--controllers=cloud-node"]).await;
+    h.restart_controller(&flags).await;
     let remaining = names.len() - h.initialised_count(&names).await;
     assert!(
         remaining > 0,
