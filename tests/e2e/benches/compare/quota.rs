@@ -60,15 +60,7 @@ pub(crate) async fn quota_once(
     let procs = start_with(imp, Profile::Unthrottled, bins, env.kubeconfig(), &setup).await;
     let pids = procs.pids_controller_first();
 
-    let canary = format!("{run}-canary");
-    nodes
-        .create(&PostParams::default(), &ready_node(&canary, &run))
-        .await
-        .unwrap();
-    served(&mut node_events, std::slice::from_ref(&canary), |n| {
-        !tainted(n)
-    })
-    .await;
+    canary_node_initialised(&nodes, &mut node_events, &run).await;
     let before = procs.cloud_calls().await;
 
     let names: Vec<String> = (0..n).map(|i| format!("{run}-{i}")).collect();

@@ -28,15 +28,7 @@ pub(crate) async fn run_once(
     let pids = procs.pids();
 
     // Up and synced: a canary Node initialised, a canary Service served.
-    let canary = format!("{run}-canary");
-    nodes
-        .create(&PostParams::default(), &ready_node(&canary, &run))
-        .await
-        .unwrap();
-    served(&mut node_events, std::slice::from_ref(&canary), |n| {
-        !tainted(n)
-    })
-    .await;
+    canary_node_initialised(&nodes, &mut node_events, &run).await;
     if imp != Implementation::Floor {
         serve_and_delete_canary_service(&services, &mut svc_events).await;
     }

@@ -133,15 +133,7 @@ pub(crate) async fn steady_once(
     // nothing.
     let procs = start_with(imp, Profile::Unthrottled, bins, env.kubeconfig(), &setup).await;
     let pids = procs.pids_controller_first();
-    let canary = format!("{run}-canary");
-    nodes
-        .create(&PostParams::default(), &ready_node(&canary, &run))
-        .await
-        .unwrap();
-    served(&mut node_events, std::slice::from_ref(&canary), |n| {
-        !tainted(n)
-    })
-    .await;
+    canary_node_initialised(&nodes, &mut node_events, &run).await;
     serve_and_delete_canary_service(&services, &mut svc_events).await;
 
     // Converge: every Node initialised, every Service served.

@@ -134,6 +134,20 @@ pub(crate) fn bench_service(name: &str, n: usize) -> Service {
 
 /// A canary Service served and deleted: the service controller is up and
 /// synced.
+/// Up and synced: a canary Node of `run` created and initialised.
+pub(crate) async fn canary_node_initialised(
+    nodes: &Api<Node>,
+    node_events: &mut (impl futures::Stream<Item = Result<Event<Node>, watcher::Error>> + Unpin),
+    run: &str,
+) {
+    let canary = format!("{run}-canary");
+    nodes
+        .create(&PostParams::default(), &ready_node(&canary, run))
+        .await
+        .unwrap();
+    served(node_events, std::slice::from_ref(&canary), |n| !tainted(n)).await;
+}
+
 pub(crate) async fn serve_and_delete_canary_service(
     services: &Api<Service>,
     svc_events: &mut (impl futures::Stream<Item = Result<Event<Service>, watcher::Error>> + Unpin),
