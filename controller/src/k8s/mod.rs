@@ -3,6 +3,7 @@
 //! `ccm_runtime::watch`'s, named here too).
 
 pub mod node;
+pub mod projected;
 
 pub use ccm_runtime::watch::{applied_once_stored, write_text, write_unread};
 

@@ -1,10 +1,12 @@
 //! The one Node watch every controller shares, driven by the manager.
 //!
-//! `managedFields` and `status.images` are stripped (they are most of a
-//! Node's size and no controller reads them). The watch fills one store;
-//! controllers that react to single Nodes get their own subscription,
-//! controllers that react to the node set get a change counter. No
-//! controller drives the watch, so none can freeze it for the others.
+//! Nodes are decoded as their projection ([`crate::k8s::projected`]): the
+//! fields controllers read. The watch fills one store; controllers that
+//! react to single Nodes get their own subscription, controllers that react
+//! to the node set get a change counter. A change the projection does not
+//! show (a kubelet's heartbeat, new images) reaches the store, for its
+//! resourceVersion, and no controller. No controller drives the watch, so
+//! none can freeze it for the others.
 //!
 //! Subscriptions carry the changed Node itself. (kube's `ReflectHandle`
 //! carries a reference and looks it up in the store: for a Node deleted in
@@ -15,13 +17,14 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::controllers::NodeEvents;
+use crate::k8s::projected::{self, ProjectedNode};
 
 pub struct NodeWatch {
     store: Store<Node>,
@@ -143,17 +146,45 @@ impl NodeWatch {
             changed,
             ..
         } = self;
-        let events = watcher(Api::<Node>::all(client), watcher::Config::default())
-            .default_backoff()
-            .modify(|n: &mut Node| {
-                n.metadata.managed_fields = None;
-                if let Some(s) = n.status.as_mut() {
-                    s.images = None;
-                }
-            })
-            .reflect(writer);
+        let events = watcher(
+            Api::<ProjectedNode>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .map_ok(unwrap_projection);
+        let events = reflect_changes(events, writer, subscribers.store.clone());
         follow(events, &subscribers, &synced, &changed).await;
     }
+}
+
+fn unwrap_projection(event: watcher::Event<ProjectedNode>) -> watcher::Event<Node> {
+    use watcher::Event::*;
+    match event {
+        Apply(n) => Apply(n.0),
+        Delete(n) => Delete(n.0),
+        Init => Init,
+        InitApply(n) => InitApply(n.0),
+        InitDone => InitDone,
+    }
+}
+
+/// Applies `events` to the store behind `writer` (`store`), and passes on
+/// all but the Applies that change nothing but the resourceVersion.
+fn reflect_changes<E>(
+    events: impl Stream<Item = Result<watcher::Event<Node>, E>>,
+    mut writer: reflector::store::Writer<Node>,
+    store: Store<Node>,
+) -> impl Stream<Item = Result<watcher::Event<Node>, E>> {
+    events.try_filter_map(move |event| {
+        let unchanged = match &event {
+            watcher::Event::Apply(n) => store
+                .get(&ObjectRef::from_obj(n))
+                .is_some_and(|old| projected::same_but_for_version(&old, n)),
+            _ => false,
+        };
+        writer.apply_watcher_event(&event);
+        futures::future::ready(Ok((!unchanged).then_some(event)))
+    })
 }
 
 /// Publishes what the reflected watch `events` applies, once the store has
@@ -188,7 +219,6 @@ async fn follow(
 mod tests {
     use futures::FutureExt;
     use kube::api::ObjectMeta;
-    use kube::runtime::reflector::ObjectRef;
 
     use super::*;
 
@@ -224,7 +254,8 @@ mod tests {
         } = nw;
         let (tx, rx) = mpsc::unbounded();
         let task = tokio::spawn(async move {
-            follow(rx.reflect(writer), &subscribers, &synced, &changed).await
+            let events = reflect_changes(rx, writer, subscribers.store.clone());
+            follow(events, &subscribers, &synced, &changed).await
         });
         let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok(e)).unwrap();
         let has = |name: &str| store.get(&ObjectRef::new(name)).is_some();
@@ -287,6 +318,69 @@ mod tests {
             Some("n3")
         );
         assert!(has("n3"));
+        drop(tx);
+        task.await.unwrap();
+    }
+
+    /// A heartbeat (a change the projection does not show) updates the
+    /// store's resourceVersion, which conditional writes are made against,
+    /// and wakes no controller; a change of anything kept does.
+    #[tokio::test]
+    async fn only_changes_a_controller_can_see_are_published() {
+        use watcher::Event::*;
+        let mut nw = NodeWatch::new();
+        let store = nw.store();
+        let mut sub = nw.subscribe();
+        let mut changes = nw.changes();
+        let NodeWatch {
+            writer,
+            subscribers,
+            synced,
+            changed,
+            ..
+        } = nw;
+        let (tx, rx) = mpsc::unbounded();
+        let task = tokio::spawn(async move {
+            let events = reflect_changes(rx, writer, subscribers.store.clone());
+            follow(events, &subscribers, &synced, &changed).await
+        });
+        let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok::<_, watcher::Error>(e)).unwrap();
+        let at = |rv: &str, zone: &str| {
+            let mut n = node("n1");
+            n.metadata.resource_version = Some(rv.into());
+            n.metadata.labels = Some([("zone".to_string(), zone.to_string())].into());
+            n
+        };
+        let version = || {
+            store
+                .get(&ObjectRef::new("n1"))
+                .and_then(|n| n.metadata.resource_version.clone())
+        };
+        send(Init);
+        send(InitApply(at("1", "a")));
+        send(InitDone);
+        settle().await;
+        assert!(sub.next().now_or_never().flatten().is_some());
+        changes.mark_unchanged();
+
+        send(Apply(at("2", "a")));
+        settle().await;
+        assert_eq!(version().as_deref(), Some("2"));
+        assert!(
+            sub.next().now_or_never().is_none(),
+            "a heartbeat was published"
+        );
+        assert!(
+            !changes.has_changed().unwrap(),
+            "a heartbeat counted as a change"
+        );
+
+        send(Apply(at("3", "b")));
+        settle().await;
+        assert_eq!(version().as_deref(), Some("3"));
+        let got = sub.next().now_or_never().flatten().unwrap();
+        assert_eq!(got.metadata.resource_version.as_deref(), Some("3"));
+        assert!(changes.has_changed().unwrap());
         drop(tx);
         task.await.unwrap();
     }
