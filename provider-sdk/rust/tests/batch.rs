@@ -446,6 +446,61 @@ async fn a_native_batch_is_one_provider_call_and_its_answers_are_checked() {
     .expect("test took longer than 60 s");
 }
 
+/// What a client told its observer of failures and budget holds.
+#[derive(Default)]
+struct Told(parking_lot::Mutex<Vec<String>>);
+
+impl ccm_provider_sdk::client::CallObserver for Told {
+    fn observe(&self, _: &'static str, _: Code, _: Duration) {}
+    fn failed(&self, method: &'static str, reason: Option<&'static str>) {
+        self.0.lock().push(format!("failed {method} {reason:?}"));
+    }
+    fn budget_held(&self, method: &'static str, delay: Duration) {
+        self.0.lock().push(format!("held {method} {delay:?}"));
+    }
+}
+
+/// Per-query errors count as failures of the single method each question
+/// stands for (they were missing from the error metrics), and a throttling
+/// one holds the call budget as the same answer to a whole call does.
+#[tokio::test]
+async fn per_query_errors_are_told_as_their_single_calls_and_throttling_ones_hold_the_budget() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let cloud = Cloud::default();
+        let native = Native(Arc::new(NativeState {
+            cloud: cloud.clone(),
+            batches: AtomicUsize::new(0),
+            seen: Default::default(),
+        }));
+        let serving = common::serve(ProviderServer::new(cloud).with_instances(native)).await;
+        let told = Arc::new(Told::default());
+        let options = ClientOptions {
+            observer: Some(told.clone()),
+            ..Default::default()
+        };
+        let c = ProviderClient::connect_lazy(&serving.endpoint, options).unwrap();
+        c.batch_instances(vec![
+            query("u", node("unavailable"), InstanceQuestion::Metadata),
+            query("bad", node(""), InstanceQuestion::Existence),
+        ])
+        .await
+        .unwrap();
+        let told = told.0.lock().clone();
+        assert_eq!(
+            told,
+            [
+                r#"failed InstanceMetadata Some("CLOUD_UNAVAILABLE")"#,
+                r#"failed InstanceExists Some("INVALID_REQUEST")"#,
+                "held BatchInstances 1.5s",
+            ],
+            "the batch itself did not fail"
+        );
+        serving.stop().await;
+    })
+    .await
+    .expect("test took longer than 60 s");
+}
+
 async fn raw_batch(
     path: &Path,
     queries: Vec<proto::InstanceQuery>,

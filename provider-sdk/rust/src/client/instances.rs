@@ -106,8 +106,36 @@ impl ProviderClient {
         let handshake = self.handshake().await?;
         let schemes = handshake.schemes();
         let rpc = read().needs(Capability::InstancesBatch);
-        self.call(rpc, request, |r| batch_answers(r, &order, &schemes))
-            .await
+        let answers = self
+            .call(rpc, request, |r| batch_answers(r, &order, &schemes))
+            .await?;
+        self.query_errors(METHOD, &order, &answers);
+        Ok(answers)
+    }
+
+    /// What a batch's per-query errors tell, told as their single calls
+    /// would: each counts as a failure of the method its question stands
+    /// for (a dashboard of InstanceMetadata errors sees them whether or
+    /// not the provider batches), and the longest throttling delay among
+    /// them holds the call budget, as a throttled batch would.
+    fn query_errors(
+        &self,
+        method: &'static str,
+        order: &[(String, InstanceQuestion)],
+        answers: &[(String, Result<InstanceAnswer, ClientError>)],
+    ) {
+        let mut longest = None;
+        for ((_, question), (_, answer)) in order.iter().zip(answers) {
+            let Err(e) = answer else { continue };
+            if let Some(o) = &self.opts.observer {
+                let reason = e.provider_error().and_then(|p| p.reason());
+                o.failed(question.method(), reason.map(crate::error::reason_str));
+            }
+            longest = longest.max(super::call::throttled(e));
+        }
+        if let Some(delay) = longest {
+            self.hold_budget(method, delay);
+        }
     }
 }
 

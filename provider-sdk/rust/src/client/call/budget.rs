@@ -403,7 +403,7 @@ impl Drop for Waiting<'_> {
 
 /// The delay a throttling answer asks for: `QUOTA_EXCEEDED` or
 /// `CLOUD_UNAVAILABLE` with `RetryInfo`.
-pub(super) fn throttled(e: &ClientError) -> Option<Duration> {
+pub(in crate::client) fn throttled(e: &ClientError) -> Option<Duration> {
     let p: &ProviderError = e.provider_error()?;
     match p.reason()? {
         ErrorReason::QuotaExceeded | ErrorReason::CloudUnavailable => p.retry_after_delay(),

@@ -33,6 +33,7 @@ use super::{ClientError, ProviderClient};
 use crate::proto::Capability;
 use crate::validate::Checked;
 use budget::BudgetLayer;
+pub(super) use budget::throttled;
 use deadline::{DeadlineClass, DeadlineLayer};
 use gate::{GateLayer, RevokeLayer};
 use observe::ObserveLayer;
@@ -173,13 +174,18 @@ impl ProviderClient {
     /// delay it asked for (see `budget.rs`).
     fn throttled(&self, method: &'static str, budgeted: bool, e: ClientError) -> ClientError {
         if budgeted && let Some(delay) = budget::throttled(&e) {
-            let held = self.budget.hold(delay);
-            tracing::info!(method, ?held, "provider throttled: holding its call budget");
-            if let Some(o) = &self.opts.observer {
-                o.budget_held(method, held);
-            }
+            self.hold_budget(method, delay);
         }
         e
+    }
+
+    /// Holds the budget for `delay`, which an answer to `method` asked for.
+    pub(super) fn hold_budget(&self, method: &'static str, delay: std::time::Duration) {
+        let held = self.budget.hold(delay);
+        tracing::info!(method, ?held, "provider throttled: holding its call budget");
+        if let Some(o) = &self.opts.observer {
+            o.budget_held(method, held);
+        }
     }
 }
 
