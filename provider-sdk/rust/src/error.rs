@@ -326,9 +326,11 @@ impl ProviderError {
                 .first()
                 .map(|(f, _)| bounded(f))
                 .unwrap_or_default(),
+            // Rounded up, as the Go and Python SDKs do: a delay under a
+            // millisecond stays a delay.
             retry_delay_ms: self
                 .retry_after
-                .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
+                .map(|d| u32::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u32::MAX))
                 .unwrap_or(0),
         }
     }
@@ -471,6 +473,21 @@ mod tests {
         }
         let ok = crate::proto::QueryError::default();
         assert_eq!(ProviderError::from_query_error(&ok), None);
+    }
+
+    /// A retry delay is rounded up to whole milliseconds, as the Go and
+    /// Python SDKs round it: one under a millisecond was sent as none.
+    #[test]
+    fn a_query_errors_retry_delay_is_rounded_up() {
+        let ms = |d: Duration| {
+            ProviderError::cloud_unavailable("throttled", Some(d))
+                .to_query_error()
+                .retry_delay_ms
+        };
+        assert_eq!(ms(Duration::from_micros(1)), 1);
+        assert_eq!(ms(Duration::from_micros(1500)), 2);
+        assert_eq!(ms(Duration::from_millis(250)), 250);
+        assert_eq!(ms(Duration::from_secs(u64::MAX)), u32::MAX);
     }
 
     #[test]

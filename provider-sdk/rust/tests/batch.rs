@@ -356,6 +356,20 @@ impl Instances for Native {
             let answer = match q.node.name.as_str() {
                 "skip" => continue,
                 "wrong-kind" => Ok(InstanceAnswer::Shutdown(ShutdownState::Running)),
+                "twice" => {
+                    out.push((
+                        q.key.clone(),
+                        Ok(InstanceAnswer::Existence(Existence::Exists)),
+                    ));
+                    Ok(InstanceAnswer::Existence(Existence::Exists))
+                }
+                "stray" => {
+                    out.push((
+                        "not-asked".into(),
+                        Ok(InstanceAnswer::Existence(Existence::Exists)),
+                    ));
+                    Ok(InstanceAnswer::Existence(Existence::Exists))
+                }
                 "unavailable" => {
                     return Err(ProviderError::cloud_unavailable(
                         "cloud down",
@@ -391,6 +405,8 @@ async fn a_native_batch_is_one_provider_call_and_its_answers_are_checked() {
                 query("skip", node("skip"), Exists),
                 query("wrong", node("wrong-kind"), Exists),
                 query("foreign", foreign, Exists),
+                query("twice", node("twice"), Exists),
+                query("stray", node("stray"), Exists),
             ])
             .await
             .unwrap()
@@ -402,13 +418,17 @@ async fn a_native_batch_is_one_provider_call_and_its_answers_are_checked() {
             !native.seen.lock().contains(&"foreign".to_owned()),
             "another cloud's Node never reaches the provider"
         );
-        assert!(matches!(
-            got["ok"],
-            Ok(InstanceAnswer::Existence(Existence::Exists))
-        ));
+        // A result for a key not asked is dropped; the others stand.
+        for key in ["ok", "stray"] {
+            assert!(matches!(
+                got[key],
+                Ok(InstanceAnswer::Existence(Existence::Exists))
+            ));
+        }
         for (key, code) in [
             ("skip", Code::Internal),
             ("wrong", Code::Internal),
+            ("twice", Code::Internal),
             ("foreign", Code::InvalidArgument),
         ] {
             let e = got[key].as_ref().unwrap_err().provider_error().unwrap();

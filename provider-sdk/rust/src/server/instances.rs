@@ -195,9 +195,9 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
     /// Each query as the single call would answer it. A malformed request
     /// fails the call; a Node the single call would refuse fails its query
     /// only and never reaches the provider. The provider's answers are
-    /// checked as the single calls' are; a result for a key not asked (or
-    /// twice) fails the call, as no answer can then be trusted to be its
-    /// query's.
+    /// checked as the single calls' are; a query answered not exactly once
+    /// fails alone with INTERNAL, and results for keys not asked are
+    /// dropped (as the Go and Python SDKs do).
     async fn batch_instances(
         &self,
         req: Request<BatchInstancesRequest>,
@@ -237,24 +237,31 @@ impl<T: Instances> instances_service_server::InstancesService for InstancesAdapt
         .await;
         match answers {
             Ok(answers) => {
+                let mut by_key: HashMap<String, Vec<_>> = HashMap::with_capacity(answers.len());
                 for (key, answer) in answers {
-                    let Some(question) = asked.remove(&key) else {
-                        return Err(bad_answer_error(
-                            "an invalid BatchInstances",
-                            validate::Violation {
-                                field: "results".into(),
-                                problem: format!("key {key:?} was not asked, or is answered twice"),
-                            },
-                        )
-                        .to_status());
-                    };
-                    results.push(self.result(key, question, answer));
+                    if asked.contains_key(&key) {
+                        by_key.entry(key).or_default().push(answer);
+                    }
                 }
-                let missing = ProviderError::internal("provider answered no result to this query");
-                results.extend(asked.into_keys().map(|key| InstanceResult {
-                    key,
-                    result: Some(failed(&missing)),
-                }));
+                for (key, question) in asked {
+                    let mut given = by_key.remove(&key).unwrap_or_default();
+                    let result = match given.len() {
+                        1 => self.result(key, question, given.pop().expect("one")),
+                        0 => InstanceResult {
+                            key,
+                            result: Some(failed(&ProviderError::internal(
+                                "provider answered no result for this query",
+                            ))),
+                        },
+                        n => InstanceResult {
+                            key,
+                            result: Some(failed(&ProviderError::internal(format!(
+                                "provider answered {n} results for this query"
+                            )))),
+                        },
+                    };
+                    results.push(result);
+                }
             }
             // Nothing could be answered, and no query was refused before:
             // the call's error is every query's.
