@@ -239,12 +239,14 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_relists_nodes_reach_subscribers_only_once_the_store_has_them() {
-        use watcher::Event::*;
-        let mut nw = NodeWatch::new();
-        let store = nw.store();
-        let mut sub = nw.subscribe();
+    /// Runs `nw` as `drive` does, over the events sent on the returned
+    /// sender instead of a watch.
+    fn driven(
+        nw: NodeWatch,
+    ) -> (
+        mpsc::UnboundedSender<Result<watcher::Event<Node>, watcher::Error>>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let NodeWatch {
             writer,
             subscribers,
@@ -257,6 +259,16 @@ mod tests {
             let events = reflect_changes(rx, writer, subscribers.store.clone());
             follow(events, &subscribers, &synced, &changed).await
         });
+        (tx, task)
+    }
+
+    #[tokio::test]
+    async fn a_relists_nodes_reach_subscribers_only_once_the_store_has_them() {
+        use watcher::Event::*;
+        let mut nw = NodeWatch::new();
+        let store = nw.store();
+        let mut sub = nw.subscribe();
+        let (tx, task) = driven(nw);
         let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok(e)).unwrap();
         let has = |name: &str| store.get(&ObjectRef::new(name)).is_some();
 
@@ -332,19 +344,8 @@ mod tests {
         let store = nw.store();
         let mut sub = nw.subscribe();
         let mut changes = nw.changes();
-        let NodeWatch {
-            writer,
-            subscribers,
-            synced,
-            changed,
-            ..
-        } = nw;
-        let (tx, rx) = mpsc::unbounded();
-        let task = tokio::spawn(async move {
-            let events = reflect_changes(rx, writer, subscribers.store.clone());
-            follow(events, &subscribers, &synced, &changed).await
-        });
-        let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok::<_, watcher::Error>(e)).unwrap();
+        let (tx, task) = driven(nw);
+        let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok(e)).unwrap();
         let at = |rv: &str, zone: &str| {
             let mut n = node("n1");
             n.metadata.resource_version = Some(rv.into());

@@ -329,6 +329,16 @@ impl std::ops::Deref for Native {
     }
 }
 
+impl Native {
+    fn over(cloud: &Cloud) -> Self {
+        Native(Arc::new(NativeState {
+            cloud: cloud.clone(),
+            batches: AtomicUsize::new(0),
+            seen: Default::default(),
+        }))
+    }
+}
+
 impl Instances for Native {
     async fn instance_exists(&self, c: CallContext, n: NodeRef) -> ProviderResult<Existence> {
         self.cloud.instance_exists(c, n).await
@@ -388,11 +398,7 @@ impl Instances for Native {
 async fn a_native_batch_is_one_provider_call_and_its_answers_are_checked() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let cloud = Cloud::default();
-        let native = Native(Arc::new(NativeState {
-            cloud: cloud.clone(),
-            batches: AtomicUsize::new(0),
-            seen: Default::default(),
-        }));
+        let native = Native::over(&cloud);
         let (serving, c) = start(cloud.clone(), native.clone()).await;
         let foreign = NodeRef {
             provider_id: "aws:///i-1".into(),
@@ -487,11 +493,7 @@ impl ccm_provider_sdk::client::CallObserver for Told {
 async fn per_query_errors_are_told_as_their_single_calls_and_throttling_ones_hold_the_budget() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let cloud = Cloud::default();
-        let native = Native(Arc::new(NativeState {
-            cloud: cloud.clone(),
-            batches: AtomicUsize::new(0),
-            seen: Default::default(),
-        }));
+        let native = Native::over(&cloud);
         let serving = common::serve(ProviderServer::new(cloud).with_instances(native)).await;
         let told = Arc::new(Told::default());
         let options = ClientOptions {
