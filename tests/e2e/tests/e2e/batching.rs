@@ -24,15 +24,6 @@ const BATCH_SIZE: usize = 50;
 /// between two passes.
 const PERIOD: Duration = Duration::from_secs(20);
 
-/// The value of the series `line` starts with in the exposition `text`
-/// (0 when absent).
-fn series(text: &str, line: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 const PASSES: &str = r#"workqueue_work_duration_seconds_count{name="NodeAddresses"} "#;
 const BATCH_CALLS: &str = r#"ccm_provider_request_duration_seconds_count{service="Instances",method="BatchInstances",code="OK"} "#;
 const METADATA_CALLS: &str = r#"ccm_provider_request_duration_seconds_count{service="Instances",method="InstanceMetadata",code="OK"} "#;

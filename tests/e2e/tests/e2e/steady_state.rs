@@ -59,9 +59,16 @@ fn routed_and_initialised(n: Option<&Node>) -> bool {
 #[tokio::test]
 async fn a_converged_cluster_is_quiet_while_kubelets_heartbeat() {
     let started = std::time::SystemTime::now();
+    let port = free_port();
+    let admin = format!("--admin-port={port}");
+    let flags: Vec<&str> = FLAGS
+        .iter()
+        .copied()
+        .chain([admin.as_str(), "--bind-address=127.0.0.1"])
+        .collect();
     let h = Harness::start_with_roles(
         FakeConfig::default(),
-        FLAGS,
+        &flags,
         &["clusterrole.yaml", "clusterrole-pv-labels.yaml"],
     )
     .await;
@@ -176,12 +183,25 @@ async fn a_converged_cluster_is_quiet_while_kubelets_heartbeat() {
     }
 
     let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let node_syncs = || async move {
+        let metrics = admin_get(port, "/metrics").await.unwrap();
+        series(&metrics, r#"workqueue_adds_total{name="Nodes"} "#)
+    };
+    let synced_before = node_syncs().await;
+    assert!(synced_before > 0.0, "no cloud-node queue series to compare");
     let quiet = h.quiet_window(&names, QUIET).await;
     quiet.assert_quiet(&[
         Method::ListRoutes,
         Method::BatchInstances,
         Method::ListLoadBalancers,
     ]);
+    // Not even a look: a heartbeat changes nothing a controller reads, so
+    // none is woken (cloud-node's queue took every Node update before).
+    assert_eq!(
+        node_syncs().await,
+        synced_before,
+        "kubelet heartbeats put Nodes on cloud-node's queue"
+    );
 
     // And the quiet was not deafness: a real change is still acted on.
     let before = h.fake.calls_of(Method::DeleteRoute).len();

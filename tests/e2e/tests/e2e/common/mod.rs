@@ -58,6 +58,15 @@ pub async fn events_in(admin: &Client, namespace: &str, name: &str, reason: &str
         .collect()
 }
 
+/// The value of the series `line` starts with in the exposition `text`
+/// (0 when absent).
+pub fn series(text: &str, line: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// `GET path` on the controller's admin port: the whole HTTP/1.0 answer.
 pub async fn admin_get(port: u16, path: &str) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
