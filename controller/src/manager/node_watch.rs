@@ -152,7 +152,7 @@ impl NodeWatch {
         )
         .default_backoff()
         .map_ok(unwrap_projection);
-        let events = reflect_changes(events, writer, subscribers.store.clone());
+        let events = reflect_changes(events, writer);
         follow(events, &subscribers, &synced, &changed).await;
     }
 }
@@ -168,13 +168,13 @@ fn unwrap_projection(event: watcher::Event<ProjectedNode>) -> watcher::Event<Nod
     }
 }
 
-/// Applies `events` to the store behind `writer` (`store`), and passes on
-/// all but the Applies that change nothing but the resourceVersion.
+/// Applies `events` to the store behind `writer`, and passes on all but
+/// the Applies that change nothing but the resourceVersion.
 fn reflect_changes<E>(
     events: impl Stream<Item = Result<watcher::Event<Node>, E>>,
     mut writer: reflector::store::Writer<Node>,
-    store: Store<Node>,
 ) -> impl Stream<Item = Result<watcher::Event<Node>, E>> {
+    let store = writer.as_reader();
     events.try_filter_map(move |event| {
         let unchanged = match &event {
             watcher::Event::Apply(n) => store
@@ -256,7 +256,7 @@ mod tests {
         } = nw;
         let (tx, rx) = mpsc::unbounded();
         let task = tokio::spawn(async move {
-            let events = reflect_changes(rx, writer, subscribers.store.clone());
+            let events = reflect_changes(rx, writer);
             follow(events, &subscribers, &synced, &changed).await
         });
         (tx, task)

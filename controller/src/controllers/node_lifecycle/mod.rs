@@ -168,8 +168,6 @@ async fn delete(ctx: &Context, n: &Node) {
     }
 }
 
-/// One node, one pass. A Node this provider does not own (several
-/// providers) is not looked at: only its owner ever judges it.
 /// A Ready Node without the shutdown taint: nothing to ask or write. Most
 /// Nodes of a pass are, so they are passed over before a request id and a
 /// span are made for each (which cost the steady state measurably:
@@ -178,6 +176,8 @@ fn settled(n: &Node) -> bool {
     matches!(plan(n), Plan::Ready { untaint: None })
 }
 
+/// One node, one pass. A Node this provider does not own (several
+/// providers) is not looked at: only its owner ever judges it.
 pub async fn check(state: &Lifecycle, n: &Node) {
     if !state.due(n).await {
         return;
