@@ -3,6 +3,8 @@
 //! `ccm_runtime::watch`'s, named here too).
 
 pub mod node;
+pub mod node_list_watch;
+pub mod node_wire;
 pub mod projected;
 
 pub use ccm_runtime::watch::{applied_once_stored, write_text, write_unread};

@@ -7,6 +7,10 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
+/// The conditions controllers read: the node lifecycle `Ready`, the route
+/// controller `NetworkUnavailable` (which it also writes).
+pub const READY: &str = "Ready";
+pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 pub const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
 
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
@@ -51,7 +55,7 @@ pub fn ready_status(node: &Node) -> &str {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|cs| cs.iter().find(|c| c.type_ == READY))
         .map(|c| c.status.as_str())
         .unwrap_or("Unknown")
 }

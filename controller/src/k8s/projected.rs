@@ -1,74 +1,60 @@
-//! The Node as the controllers keep it: the fields they read, decoded
-//! straight from the watch, and nothing else.
+//! The Node as the controllers keep it: the fields they read, and nothing
+//! else.
 //!
 //! A Node as kubelets write it is about 12 KB of JSON, most of it images,
 //! managedFields, node info, capacity and daemon endpoints, and kubelets
-//! rewrite it on every status heartbeat. Decoding all of it into
-//! k8s-openapi types (and dropping it again) was about a third of the
-//! controller's CPU in the steady state (docs/benchmarks.md); here serde
-//! skips those fields without building them. Kept: the metadata but
-//! managedFields, the whole spec, and of the status the addresses and the
-//! conditions without their `lastHeartbeatTime`, so a heartbeat that
-//! changes nothing else leaves the projection as it was but for the
-//! resourceVersion ([`same_but_for_version`]).
+//! rewrite it on every status heartbeat. Decoding all of it (and dropping
+//! it again) was about a third of the controller's CPU in the steady state
+//! (docs/benchmarks.md). The Node watch reads protobuf and decodes the
+//! projection only ([`super::node_wire`]); [`project`] says what it keeps:
+//! the metadata but managedFields, the spec but the deprecated
+//! configSource, and of the status the addresses and the type, status and
+//! reason of the two conditions controllers read (`Ready`,
+//! `NetworkUnavailable`). A heartbeat, or a change of another condition,
+//! leaves the projection as it was but for the resourceVersion
+//! ([`same_but_for_version`]).
 //!
 //! Nothing written back is built from a projection: every write is a patch
 //! of the fields it sets.
 
-use std::collections::BTreeMap;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use serde::{Deserialize, Deserializer};
+use super::node::{NETWORK_UNAVAILABLE, READY};
 
-/// A Node decoded as its projection; see the module docs. Watched in place
-/// of [`Node`] (same kind, same URLs) and unwrapped at once.
-#[derive(Clone, Debug)]
-pub struct ProjectedNode(pub Node);
-
-impl k8s_openapi::Resource for ProjectedNode {
-    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Node as k8s_openapi::Resource>::Scope;
+/// The conditions a projection keeps, those controllers read.
+pub fn kept_condition(type_: &str) -> bool {
+    type_ == READY || type_ == NETWORK_UNAVAILABLE
 }
 
-impl k8s_openapi::ListableResource for ProjectedNode {
-    const LIST_KIND: &'static str = <Node as k8s_openapi::ListableResource>::LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for ProjectedNode {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
-
-impl<'de> Deserialize<'de> for ProjectedNode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let Wire {
-            metadata,
-            spec,
-            status,
-        } = Wire::deserialize(d)?;
-        Ok(ProjectedNode(Node {
-            metadata: metadata.into(),
-            spec,
-            status: status.map(|s| NodeStatus {
-                addresses: s.addresses,
-                conditions: s
-                    .conditions
-                    .map(|cs| cs.into_iter().map(Into::into).collect()),
-                ..Default::default()
-            }),
-        }))
+/// `node`'s projection: what the Node watch decodes from the apiserver's
+/// protobuf.
+pub fn project(node: &Node) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            managed_fields: None,
+            ..node.metadata.clone()
+        },
+        spec: node.spec.as_ref().map(|s| NodeSpec {
+            config_source: None,
+            ..s.clone()
+        }),
+        status: node.status.as_ref().map(|s| NodeStatus {
+            addresses: s.addresses.clone(),
+            conditions: {
+                let kept: Vec<_> = (s.conditions.iter().flatten())
+                    .filter(|c| kept_condition(&c.type_))
+                    .map(|c| NodeCondition {
+                        type_: c.type_.clone(),
+                        status: c.status.clone(),
+                        reason: c.reason.clone(),
+                        ..Default::default()
+                    })
+                    .collect();
+                (!kept.is_empty()).then_some(kept)
+            },
+            ..Default::default()
+        }),
     }
 }
 
@@ -111,87 +97,6 @@ pub fn same_but_for_version(a: &Node, b: &Node) -> bool {
         && *self_link == m.self_link
         && a.spec == b.spec
         && a.status == b.status
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    metadata: Meta,
-    spec: Option<NodeSpec>,
-    status: Option<Status>,
-}
-
-/// ObjectMeta without managedFields.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Meta {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
-}
-
-impl From<Meta> for ObjectMeta {
-    fn from(m: Meta) -> Self {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            managed_fields: None,
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            self_link: m.self_link,
-            uid: m.uid,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Status {
-    addresses: Option<Vec<NodeAddress>>,
-    conditions: Option<Vec<Condition>>,
-}
-
-/// A NodeCondition without `lastHeartbeatTime`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Condition {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
-    reason: Option<String>,
-    message: Option<String>,
-    last_transition_time: Option<Time>,
-}
-
-impl From<Condition> for NodeCondition {
-    fn from(c: Condition) -> Self {
-        NodeCondition {
-            type_: c.type_,
-            status: c.status,
-            reason: c.reason,
-            message: c.message,
-            last_transition_time: c.last_transition_time,
-            last_heartbeat_time: None,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -237,9 +142,7 @@ mod tests {
     }
 
     fn projected(v: &serde_json::Value) -> Node {
-        serde_json::from_value::<ProjectedNode>(v.clone())
-            .unwrap()
-            .0
+        project(&serde_json::from_value(v.clone()).unwrap())
     }
 
     #[test]
@@ -257,13 +160,17 @@ mod tests {
             p.metadata.creation_timestamp,
             full.metadata.creation_timestamp
         );
+        // Of the conditions, Ready's type, status and reason.
         let conditions = p.status.as_ref().unwrap().conditions.as_ref().unwrap();
-        assert_eq!(conditions.len(), 2);
-        assert_eq!(conditions[0].reason.as_deref(), Some("KubeletReady"));
-        assert!(conditions[0].last_transition_time.is_some());
+        let ready = NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: Some("KubeletReady".into()),
+            ..Default::default()
+        };
+        assert_eq!(conditions, &[ready]);
         // And nothing else.
         assert!(p.metadata.managed_fields.is_none());
-        assert!(conditions.iter().all(|c| c.last_heartbeat_time.is_none()));
         let s = p.status.as_ref().unwrap();
         assert!(s.images.is_none() && s.node_info.is_none() && s.capacity.is_none());
         assert!(s.allocatable.is_none() && s.daemon_endpoints.is_none());
@@ -298,15 +205,24 @@ mod tests {
         ));
         // Nor is anything the projection leaves out.
         assert!(!changed(&|v| v["status"]["images"] = json!([])));
+        assert!(!changed(
+            &|v| v["status"]["conditions"][1]["status"] = json!("True")
+        ));
+        assert!(!changed(
+            &|v| v["status"]["conditions"][0]["message"] = json!("other")
+        ));
         assert!(!changed(&|v| v["status"]["capacity"]["cpu"] = json!("16")));
     }
 
     #[test]
-    fn a_minimal_node_decodes() {
+    fn a_minimal_node_projects() {
         let p = projected(&json!({"metadata": {"name": "n1"}}));
         assert_eq!(node::name(&p), "n1");
         assert!(p.spec.is_none() && p.status.is_none());
-        let p = projected(&json!({"metadata": {"name": "n1", "labels": null}, "status": {}}));
+        let p = projected(
+            &json!({"metadata": {"name": "n1"}, "status": {"conditions": [
+            {"type": "MemoryPressure", "status": "False"}]}}),
+        );
         assert_eq!(p.status, Some(NodeStatus::default()));
     }
 }

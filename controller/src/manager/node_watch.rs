@@ -1,7 +1,8 @@
 //! The one Node watch every controller shares, driven by the manager.
 //!
-//! Nodes are decoded as their projection ([`crate::k8s::projected`]): the
-//! fields controllers read. The watch fills one store; controllers that
+//! Nodes are listed and watched in protobuf and decoded as their projection
+//! ([`crate::k8s::projected`], [`crate::k8s::node_list_watch`]): the fields
+//! controllers read. The watch fills one store; controllers that
 //! react to single Nodes get their own subscription, controllers that react
 //! to the node set get a change counter. A change the projection does not
 //! show (a kubelet's heartbeat, new images) reaches the store, for its
@@ -17,14 +18,14 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
+use kube::Client;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::controllers::NodeEvents;
-use crate::k8s::projected::{self, ProjectedNode};
+use crate::k8s::{node_list_watch, projected};
 
 pub struct NodeWatch {
     store: Store<Node>,
@@ -146,25 +147,9 @@ impl NodeWatch {
             changed,
             ..
         } = self;
-        let events = watcher(
-            Api::<ProjectedNode>::all(client),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .map_ok(unwrap_projection);
+        let events = node_list_watch::watch_nodes(client).default_backoff();
         let events = reflect_changes(events, writer);
         follow(events, &subscribers, &synced, &changed).await;
-    }
-}
-
-fn unwrap_projection(event: watcher::Event<ProjectedNode>) -> watcher::Event<Node> {
-    use watcher::Event::*;
-    match event {
-        Apply(n) => Apply(n.0),
-        Delete(n) => Delete(n.0),
-        Init => Init,
-        InitApply(n) => InitApply(n.0),
-        InitDone => InitDone,
     }
 }
 

@@ -85,7 +85,7 @@ const ONE_IDENTITY: &str = "this controller uses the one identity its pod runs a
 const VOLUME_PLUGINS: &str = "in-tree cloud volume plugins do not exist here";
 const NO_EFFECT: &str = "deprecated upstream, where it has no effect either";
 const NO_RESYNC: &str = "watches here never resync; periodic work has its own flags";
-const JSON_ONLY: &str = "requests to the kube-apiserver always use JSON";
+const CONTENT_TYPE: &str = "the Node list and watch always use protobuf, every other request JSON";
 const START_TOGETHER: &str = "controllers start together once the Lease is ours";
 const VMODULE: &str = "per-Go-file verbosity has no counterpart; use RUST_LOG (e.g. cloud_controller_manager::controllers::node_route=debug)";
 
@@ -99,7 +99,7 @@ pub const IGNORED: &[Ignored] = &[
     flag("external-cloud-volume-plugin",           Kind::String,   "",                                    VOLUME_PLUGINS),
     flag("node-sync-period",                       Kind::Duration, "0s",                                  NO_EFFECT),
     flag("min-resync-period",                      Kind::Duration, "12h",                                 NO_RESYNC),
-    flag("kube-api-content-type",                  Kind::String,   "application/vnd.kubernetes.protobuf", JSON_ONLY).quiet(&["application/json"]),
+    flag("kube-api-content-type",                  Kind::String,   "application/vnd.kubernetes.protobuf", CONTENT_TYPE).quiet(&["application/json"]),
     flag("controller-start-interval",              Kind::Duration, "0s",                                  START_TOGETHER),
     // debugging
     flag("profiling",                              Kind::Bool,     "true",                                PROFILING).quiet(&["false"]),

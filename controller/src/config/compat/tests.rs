@@ -553,7 +553,7 @@ fn ignored_flags_warn_once_unless_at_their_no_op_value() {
     assert!(w.iter().all(|w| w.ignored));
     assert_eq!(
         w[1].to_string(),
-        "flag accepted for compatibility and ignored: --kube-api-content-type=application/yaml (requests to the kube-apiserver always use JSON)"
+        "flag accepted for compatibility and ignored: --kube-api-content-type=application/yaml (the Node list and watch always use protobuf, every other request JSON)"
     );
 }
 

@@ -209,7 +209,7 @@ pub fn plan_owned(
     plan
 }
 
-pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+pub use crate::k8s::node::NETWORK_UNAVAILABLE;
 
 /// The NetworkUnavailable condition's (status, reason, message).
 pub fn network_condition(routes_created: bool) -> (&'static str, &'static str, &'static str) {

@@ -32,6 +32,7 @@ mod leader_election;
 mod local_provider;
 mod node_controllers;
 mod node_routes;
+mod node_watch_protobuf;
 mod other_providers;
 mod provider_access;
 mod provider_answers;
