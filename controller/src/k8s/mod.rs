@@ -7,7 +7,7 @@ pub mod node_list_watch;
 pub mod node_wire;
 pub mod projected;
 
-pub use ccm_runtime::watch::{applied_once_stored, write_text, write_unread};
+pub use ccm_runtime::watch::{write_text, write_unread};
 
 /// An object's labels or annotations as the contract's map.
 pub fn string_map<M: FromIterator<(String, String)>>(

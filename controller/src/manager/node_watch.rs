@@ -78,8 +78,7 @@ impl Subscribers {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    fn publish(&self, node: Node) {
-        let node = Arc::new(node);
+    fn publish(&self, node: Arc<Node>) {
         self.senders
             .lock()
             .retain(|s| s.unbounded_send(node.clone()).is_ok());
@@ -173,28 +172,34 @@ fn reflect_changes<E>(
 }
 
 /// Publishes what the reflected watch `events` applies, once the store has
-/// it ([`crate::k8s::applied_once_stored`]): a controller that looks a
-/// published Node up in the store and finds nothing drops it, so a Node
-/// registered while the watch was broken (an apiserver restart) would
-/// never be initialised.
+/// it: a controller that looks a published Node up in the store and finds
+/// nothing drops it, so a Node registered while the watch was broken (an
+/// apiserver restart) would never be initialised. A listing's Nodes are
+/// published at its end as the store holds them, not kept a second time
+/// while it lasts: at startup that copy was every Node in the cluster, and
+/// the memory it took stayed with the process.
 async fn follow(
     events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
     subscribers: &Subscribers,
     synced: &watch::Sender<bool>,
     changed: &watch::Sender<u64>,
 ) {
-    let events = events.inspect_ok(|event| match event {
-        watcher::Event::InitDone => {
-            synced.send_replace(true);
-            changed.send_modify(|n| *n += 1);
-        }
-        watcher::Event::Apply(_) | watcher::Event::Delete(_) => changed.send_modify(|n| *n += 1),
-        watcher::Event::Init | watcher::Event::InitApply(_) => {}
-    });
-    let mut nodes = std::pin::pin!(crate::k8s::applied_once_stored(events));
-    while let Some(node) = nodes.next().await {
-        match node {
-            Ok(node) => subscribers.publish(node),
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(node)) => {
+                changed.send_modify(|n| *n += 1);
+                subscribers.publish(Arc::new(node));
+            }
+            Ok(watcher::Event::Delete(_)) => changed.send_modify(|n| *n += 1),
+            Ok(watcher::Event::InitDone) => {
+                synced.send_replace(true);
+                changed.send_modify(|n| *n += 1);
+                for node in subscribers.store.state() {
+                    subscribers.publish(node);
+                }
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
             Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
         }
     }
@@ -296,7 +301,8 @@ mod tests {
         settle().await;
         let mut got = Vec::new();
         while let Some(Some(n)) = sub.next().now_or_never() {
-            assert!(has(n.metadata.name.as_deref().unwrap()));
+            let stored = store.get(&ObjectRef::from_obj(n.as_ref())).unwrap();
+            assert!(Arc::ptr_eq(&n, &stored), "the store's own, not a copy");
             got.push(n.metadata.name.clone().unwrap());
         }
         got.sort();
