@@ -176,8 +176,7 @@ fn reflect_changes<E>(
 /// nothing drops it, so a Node registered while the watch was broken (an
 /// apiserver restart) would never be initialised. A listing's Nodes are
 /// published at its end as the store holds them, not kept a second time
-/// while it lasts: at startup that copy was every Node in the cluster, and
-/// the memory it took stayed with the process.
+/// while it lasts (at startup, every Node in the cluster).
 async fn follow(
     events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
     subscribers: &Subscribers,
