@@ -167,23 +167,13 @@ fn watch_event(frame: Bytes, resource_version: String, frames: Frames) -> Step {
     };
     let event = match node_wire::decode_watch_event(frame) {
         Ok(e) => e,
-        Err(e) => {
-            return (
-                Some(Err(watch_failed(e))),
-                State::Listed { resource_version },
-            );
-        }
+        Err(e) => return watch_again(e, resource_version),
     };
     let object = node_wire::unwrap_envelope(event.object);
     if event.type_ == "ERROR" {
         let status = match object.and_then(node_wire::decode_status) {
             Ok(s) => s,
-            Err(e) => {
-                return (
-                    Some(Err(watch_failed(e))),
-                    State::Listed { resource_version },
-                );
-            }
+            Err(e) => return watch_again(e, resource_version),
         };
         // 410 Gone: the version is older than the apiserver keeps; list
         // again.
@@ -199,12 +189,7 @@ fn watch_event(frame: Bytes, resource_version: String, frames: Frames) -> Step {
     }
     let node = match object.and_then(node_wire::decode_node) {
         Ok(n) => n,
-        Err(e) => {
-            return (
-                Some(Err(watch_failed(e))),
-                State::Listed { resource_version },
-            );
-        }
+        Err(e) => return watch_again(e, resource_version),
     };
     let Some(version) = node.metadata.resource_version.clone() else {
         return (Some(Err(watcher::Error::NoResourceVersion)), State::Empty);
@@ -220,6 +205,15 @@ fn watch_event(frame: Bytes, resource_version: String, frames: Frames) -> Step {
             watching(resource_version),
         ),
     }
+}
+
+/// An undecodable event: reported, and the watch started again from the
+/// last version it had (the apiserver sends the event again).
+fn watch_again(e: WireError, resource_version: String) -> Step {
+    (
+        Some(Err(watch_failed(e))),
+        State::Listed { resource_version },
+    )
 }
 
 fn list_failed(e: WireError) -> watcher::Error {

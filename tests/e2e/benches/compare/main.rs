@@ -23,6 +23,11 @@
 //! initialised or a deadline passes; `steady` (steady.rs), kubelet-sized
 //! Nodes heartbeating and LoadBalancer Services for a window: cloud calls
 //! per Node-hour, provider mutations, CPU and RSS.
+//!
+//! For node initialisation alone at a size where N Services would take
+//! long: BENCH_COMPARE_NODE_INIT_ONLY=1 with BENCH_COMPARE_ONLY=ours,
+//! `minimal-client` or `upstream` (one invocation each; no table), and
+//! BENCH_COMPARE_KUBELET_SIZED=1 for Nodes the size kubelets make them.
 
 // A benchmark runs alone, one per process: it owns the control plane
 // outright and takes no lock (tests/e2e/clippy.toml).

@@ -36,7 +36,16 @@ pub(crate) async fn run_once(
     // Node initialisation.
     let names: Vec<String> = (0..n).map(|i| format!("{run}-{i}")).collect();
     let start_nodes = Instant::now();
-    let created = create_all(&nodes, n, |i| ready_node(&names[i], &run)).await;
+    // BENCH_COMPARE_KUBELET_SIZED=1: Nodes the size kubelets make them.
+    let kubelet_sized = env_or("BENCH_COMPARE_KUBELET_SIZED", 0) != 0;
+    let created = create_all(&nodes, n, |i| {
+        if kubelet_sized {
+            kubelet_sized_node(&names[i], &run, i)
+        } else {
+            ready_node(&names[i], &run)
+        }
+    })
+    .await;
     let (served_at, writes) = served(&mut node_events, &names, |n| !tainted(n)).await;
     let node_init = Burst::of(start_nodes, &created, &served_at, writes);
     eprintln!(
@@ -45,8 +54,10 @@ pub(crate) async fn run_once(
         profile.label(),
         node_init.total
     );
-    // The minimal client is compared on node initialisation only.
-    if imp == Implementation::Floor {
+    // The minimal client is compared on node initialisation only, and so
+    // is everyone with BENCH_COMPARE_NODE_INIT_ONLY=1 (with
+    // BENCH_COMPARE_ONLY: no table, only the lines above).
+    if imp == Implementation::Floor || env_or("BENCH_COMPARE_NODE_INIT_ONLY", 0) != 0 {
         procs.stop();
         clean_up(admin, &nodes, &label, &ns).await;
         return RunResult {
