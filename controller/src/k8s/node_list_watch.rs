@@ -27,9 +27,8 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const PROTOBUF_STREAM: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 /// Nodes a list page holds, as kube-rs's watcher asks.
 const PAGE: u32 = 500;
-/// Bounds on what the apiserver can make us hold. A page of 500
-/// kubelet-sized Nodes is about 5 MB; one object is at most etcd's request
-/// limit (1.5 MiB by default).
+/// Bounds on what the apiserver can make us hold: far above a page of
+/// kubelet-sized Nodes, and above etcd's limit on one object.
 const MAX_PAGE_BYTES: usize = 256 << 20;
 const MAX_EVENT_BYTES: usize = 16 << 20;
 /// The watch's own timeout, as kube-rs's; without a byte for longer than

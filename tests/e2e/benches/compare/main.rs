@@ -218,6 +218,11 @@ async fn main() {
     let ensure_ms: u64 = env_or("BENCH_COMPARE_ENSURE_MS", 50);
     // One side only (`ours` or `upstream`), to look into it; no table.
     let only = std::env::var("BENCH_COMPARE_ONLY").ok();
+    assert!(
+        only.is_some() || env_or("BENCH_COMPARE_NODE_INIT_ONLY", 0) == 0,
+        "BENCH_COMPARE_NODE_INIT_ONLY=1 needs BENCH_COMPARE_ONLY (ours, minimal-client or upstream): \
+         the tables compare scenarios it skips"
+    );
     // The minimal client's node-init run (BENCH_COMPARE_FLOOR=0: skip it).
     let floor = env_or("BENCH_COMPARE_FLOOR", 1) != 0;
     // BENCH_COMPARE_SCENARIOS: `standard` (the scenarios above), `quota`
