@@ -6,13 +6,12 @@
 use std::sync::Arc;
 
 use ccm_provider_sdk::ProviderClient;
-use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType, Reporter};
 
 use ccm_runtime::events::{self, Delivery, EventSink, Recorder};
-use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
+use crate::k8s::node_store::NodeStore;
 use crate::manager::metrics::ControllerMetrics;
 use crate::providers::{Scope, ScopedProvider};
 
@@ -20,7 +19,7 @@ use crate::providers::{Scope, ScopedProvider};
 pub struct Context {
     pub client: Client,
     pub provider: ProviderClient,
-    pub nodes: Store<Node>,
+    pub nodes: NodeStore,
     pub cluster_name: String,
     pub events: EventSink,
     /// The field manager of this controller's writes.
@@ -35,7 +34,7 @@ impl Context {
     pub fn new(
         client: Client,
         provider: ScopedProvider,
-        nodes: Store<Node>,
+        nodes: NodeStore,
         cluster_name: String,
         manager: &'static str,
         metrics: ControllerMetrics,

@@ -9,8 +9,6 @@ use ccm_provider_sdk::ProviderClient;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::client::Body;
-use kube::runtime::reflector;
-use kube::runtime::watcher;
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -238,10 +236,7 @@ fn scoped_context(
     nodes: Vec<Node>,
     manager: &'static str,
 ) -> Arc<Context> {
-    let (store, mut writer) = reflector::store();
-    for n in nodes {
-        writer.apply_watcher_event(&watcher::Event::Apply(n));
-    }
+    let store = crate::k8s::node_store::NodeStore::of(nodes);
     let mut registry = prometheus_client::registry::Registry::default();
     Context::new(
         client,

@@ -20,13 +20,13 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::runtime::reflector::Store;
 
 use ccm_runtime::events;
 use ccm_runtime::{Controller, Reconcile};
 
 use crate::config::{ControllerName, ControllersArgs};
 use crate::context::Context;
+use crate::k8s::node_store::NodeStore;
 use crate::manager::metrics::ControllerMetrics;
 use crate::providers::instances::BatchSettings;
 use crate::request_id::ProviderScope;
@@ -40,7 +40,7 @@ pub struct Shared {
     pub client: Client,
     pub provider: ProviderClient,
     /// The shared Node cache, synced before any controller starts.
-    pub nodes: Store<Node>,
+    pub nodes: NodeStore,
     /// Bumped whenever the node set changes, for controllers that react to
     /// the set rather than to one Node.
     pub node_changes: tokio::sync::watch::Receiver<u64>,

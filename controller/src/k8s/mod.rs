@@ -4,7 +4,9 @@
 
 pub mod node;
 pub mod node_list_watch;
+pub mod node_store;
 pub mod node_wire;
+pub mod node_write;
 pub mod projected;
 
 pub use ccm_runtime::watch::{write_text, write_unread};

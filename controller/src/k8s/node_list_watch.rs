@@ -23,14 +23,14 @@ use kube::runtime::watcher::{self, Event};
 
 use super::node_wire::{self, WireError};
 
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const PROTOBUF_STREAM: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 /// Nodes a list page holds, as kube-rs's watcher asks.
 const PAGE: u32 = 500;
 /// Bounds on what the apiserver can make us hold: far above a page of
 /// kubelet-sized Nodes, and above etcd's limit on one object.
 const MAX_PAGE_BYTES: usize = 256 << 20;
-const MAX_EVENT_BYTES: usize = 16 << 20;
+pub(super) const MAX_EVENT_BYTES: usize = 16 << 20;
 /// The watch's own timeout, as kube-rs's; without a byte for longer than
 /// this and a margin (bookmarks come about every minute), it is dead.
 const WATCH_TIMEOUT_S: u32 = 290;
@@ -241,7 +241,7 @@ async fn list(
         ..Default::default()
     };
     let request = nodes().list(&params).map_err(kube::Error::BuildRequest)?;
-    let body = send(client, request, PROTOBUF).await?;
+    let body = send(client, request, PROTOBUF).await?.into_body();
     let body = Limited::new(body, MAX_PAGE_BYTES)
         .collect()
         .await
@@ -257,7 +257,7 @@ async fn watch(client: &Client, resource_version: &str) -> Result<Frames, kube::
     let request = nodes()
         .watch(&params, resource_version)
         .map_err(kube::Error::BuildRequest)?;
-    let body = send(client, request, PROTOBUF_STREAM).await?;
+    let body = send(client, request, PROTOBUF_STREAM).await?.into_body();
     Ok(Frames {
         body,
         buf: BytesMut::new(),
@@ -266,11 +266,11 @@ async fn watch(client: &Client, resource_version: &str) -> Result<Frames, kube::
 
 /// Sends `request` accepting `accept`; an answer other than 2xx is the
 /// apiserver's Status, as kube-rs makes it.
-async fn send(
+pub(super) async fn send(
     client: &Client,
     request: http::Request<Vec<u8>>,
     accept: &'static str,
-) -> Result<kube::client::Body, kube::Error> {
+) -> Result<http::Response<kube::client::Body>, kube::Error> {
     let (mut parts, body) = request.into_parts();
     parts
         .headers
@@ -280,7 +280,7 @@ async fn send(
         .await?;
     let code = response.status();
     if code.is_success() {
-        return Ok(response.into_body());
+        return Ok(response);
     }
     let body = Limited::new(response.into_body(), MAX_EVENT_BYTES)
         .collect()

@@ -99,6 +99,13 @@ fn length_delimited(buf: &mut Bytes) -> Result<Bytes, WireError> {
     Ok(buf.split_to(len as usize))
 }
 
+/// The resourceVersion of an object (without envelope), decoding nothing
+/// else of it; `None` when it has none.
+pub fn decode_resource_version(raw: Bytes) -> Result<Option<String>, WireError> {
+    let o = Versioned::decode(raw)?;
+    Ok(present(o.metadata.and_then(|m| m.resource_version)))
+}
+
 /// One event of a watch stream, its object still enveloped.
 pub struct WatchFrame {
     pub type_: String,
@@ -269,6 +276,19 @@ struct Status {
     reason: Option<String>,
     #[prost(int32, optional, tag = "6")]
     code: Option<i32>,
+}
+
+/// Any object, as far as its metadata's resourceVersion.
+#[derive(Clone, PartialEq, Message)]
+struct Versioned {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<VersionedMeta>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct VersionedMeta {
+    #[prost(string, optional, tag = "6")]
+    resource_version: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -516,6 +536,16 @@ mod tests {
         let mut ready = kubelet_node("9", 1_700_000_160);
         ready.status.as_mut().unwrap().conditions[0].status = s("False");
         assert!(!projected::same_but_for_version(&before, &decoded(&ready)));
+    }
+
+    #[test]
+    fn a_written_nodes_version_decodes_alone() {
+        let n = kubelet_node("42", 1_700_000_100);
+        let raw: Bytes = n.encode_to_vec().into();
+        assert_eq!(decode_resource_version(raw).unwrap().as_deref(), Some("42"));
+        let unversioned = kubelet_node("", 1_700_000_100).encode_to_vec();
+        assert_eq!(decode_resource_version(unversioned.into()).unwrap(), None);
+        assert!(decode_resource_version(Bytes::from_static(b"\x0a\xff")).is_err());
     }
 
     #[test]

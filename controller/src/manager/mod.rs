@@ -35,11 +35,11 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::runtime::reflector::Store;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{ConfigError, ControllerName, Options};
 use crate::controllers::{self, Shared};
+use crate::k8s::node_store::NodeStore;
 use crate::providers::{Identity, Routing, Scope, qualified};
 use admin::Health;
 use kube_client::{ClientThrottle, Throttle};
@@ -430,7 +430,7 @@ impl Manager {
     /// Records provider `i`'s identity in the routing table; the Nodes of
     /// `nodes` that it moved (several providers, and it changed: see
     /// [`node_owners::moved`]).
-    fn learn_identity(&self, i: usize, h: &Handshake, nodes: &Store<Node>) -> Vec<Arc<Node>> {
+    fn learn_identity(&self, i: usize, h: &Handshake, nodes: &NodeStore) -> Vec<Arc<Node>> {
         let p = &self.providers[i];
         let identity = Identity::of(h);
         let before = {

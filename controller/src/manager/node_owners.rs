@@ -15,12 +15,12 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::Store;
 
 use ccm_runtime::events::EventSink;
 
 use crate::controllers::NodeEvents;
 use crate::k8s::node;
+use crate::k8s::node_store::NodeStore;
 use crate::providers::{Route, Routing, Table};
 
 /// The Event reasons.
@@ -89,7 +89,7 @@ impl Reported {
     }
 
     /// Forgets Nodes gone from the cache, once there are many records.
-    fn prune(&mut self, nodes: &Store<Node>) {
+    fn prune(&mut self, nodes: &NodeStore) {
         if self.0.len() <= 2 * nodes.len() + 64 {
             return;
         }
@@ -104,7 +104,7 @@ impl Reported {
 
 /// Follows every Node the watch applies (and every Node again when a
 /// provider's identity changes) until the watch ends.
-pub async fn run(routing: Routing, nodes: Store<Node>, mut events: NodeEvents, sink: EventSink) {
+pub async fn run(routing: Routing, nodes: NodeStore, mut events: NodeEvents, sink: EventSink) {
     let mut reported = Reported::default();
     while let Some(n) = events.next().await {
         let (route, answered) = {
@@ -277,7 +277,7 @@ mod tests {
             16,
             Default::default(),
         );
-        let (store, _writer) = kube::runtime::reflector::store();
+        let store = crate::k8s::node_store::NodeStore::default();
         let nodes = futures::stream::iter([
             node("n1", "x://1"),
             node("n2", "z://2"),

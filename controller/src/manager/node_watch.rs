@@ -9,9 +9,10 @@
 //! resourceVersion, and no controller. No controller drives the watch, so
 //! none can freeze it for the others.
 //!
-//! Subscriptions carry the changed Node itself. (kube's `ReflectHandle`
-//! carries a reference and looks it up in the store: for a Node deleted in
-//! between it answers `Pending` without a waker, stalling its consumer.)
+//! Subscriptions carry the changed Node itself, the `Arc` the store holds.
+//! (kube's `ReflectHandle` carries a reference and looks it up in the
+//! store: for a Node deleted in between it answers `Pending` without a
+//! waker, stalling its consumer.)
 
 use std::sync::Arc;
 
@@ -19,17 +20,17 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::controllers::NodeEvents;
+use crate::k8s::node_store::{NodeStore, NodeStoreWriter};
 use crate::k8s::{node_list_watch, projected};
 
 pub struct NodeWatch {
-    store: Store<Node>,
-    writer: reflector::store::Writer<Node>,
+    store: NodeStore,
+    writer: NodeStoreWriter,
     subscribers: Subscribers,
     synced: watch::Sender<bool>,
     changed: Arc<watch::Sender<u64>>,
@@ -38,7 +39,7 @@ pub struct NodeWatch {
 /// Adds subscribers to a [`NodeWatch`], before or while it runs.
 #[derive(Clone)]
 pub struct Subscribers {
-    store: Store<Node>,
+    store: NodeStore,
     synced: watch::Receiver<bool>,
     senders: Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<Node>>>>>,
     changed: Arc<watch::Sender<u64>>,
@@ -93,7 +94,8 @@ impl Default for NodeWatch {
 
 impl NodeWatch {
     pub fn new() -> Self {
-        let (store, writer) = reflector::store();
+        let writer = NodeStoreWriter::default();
+        let store = writer.reader();
         let synced = watch::Sender::new(false);
         let changed = Arc::new(watch::Sender::new(0));
         NodeWatch {
@@ -110,7 +112,7 @@ impl NodeWatch {
         }
     }
 
-    pub fn store(&self) -> Store<Node> {
+    pub fn store(&self) -> NodeStore {
         self.store.clone()
     }
 
@@ -152,22 +154,41 @@ impl NodeWatch {
     }
 }
 
-/// Applies `events` to the store behind `writer`, and passes on all but
-/// the Applies that change nothing but the resourceVersion.
+/// Applies `events` to the store behind `writer`, and passes on what it
+/// stored but the Applies that change nothing but the resourceVersion.
+/// A listing's Nodes are not passed on: subscribers get them from the
+/// store at `InitDone`.
 fn reflect_changes<E>(
     events: impl Stream<Item = Result<watcher::Event<Node>, E>>,
-    mut writer: reflector::store::Writer<Node>,
-) -> impl Stream<Item = Result<watcher::Event<Node>, E>> {
-    let store = writer.as_reader();
+    mut writer: NodeStoreWriter,
+) -> impl Stream<Item = Result<watcher::Event<Arc<Node>>, E>> {
+    use watcher::Event::*;
     events.try_filter_map(move |event| {
-        let unchanged = match &event {
-            watcher::Event::Apply(n) => store
-                .get(&ObjectRef::from_obj(n))
-                .is_some_and(|old| projected::same_but_for_version(&old, n)),
-            _ => false,
+        let passed = match event {
+            Apply(n) => {
+                let n = Arc::new(n);
+                let unchanged = (writer.apply(n.clone()))
+                    .is_some_and(|old| projected::same_but_for_version(&old, &n));
+                (!unchanged).then_some(Apply(n))
+            }
+            Delete(n) => {
+                writer.delete(&n);
+                Some(Delete(Arc::new(n)))
+            }
+            Init => {
+                writer.listing();
+                None
+            }
+            InitApply(n) => {
+                writer.listed_one(Arc::new(n));
+                None
+            }
+            InitDone => {
+                writer.listed();
+                Some(InitDone)
+            }
         };
-        writer.apply_watcher_event(&event);
-        futures::future::ready(Ok((!unchanged).then_some(event)))
+        futures::future::ready(Ok(passed))
     })
 }
 
@@ -178,7 +199,7 @@ fn reflect_changes<E>(
 /// published at its end as the store holds them, not kept a second time
 /// while it lasts (at startup, every Node in the cluster).
 async fn follow(
-    events: impl Stream<Item = Result<watcher::Event<Node>, watcher::Error>>,
+    events: impl Stream<Item = Result<watcher::Event<Arc<Node>>, watcher::Error>>,
     subscribers: &Subscribers,
     synced: &watch::Sender<bool>,
     changed: &watch::Sender<u64>,
@@ -188,7 +209,7 @@ async fn follow(
         match event {
             Ok(watcher::Event::Apply(node)) => {
                 changed.send_modify(|n| *n += 1);
-                subscribers.publish(Arc::new(node));
+                subscribers.publish(node);
             }
             Ok(watcher::Event::Delete(_)) => changed.send_modify(|n| *n += 1),
             Ok(watcher::Event::InitDone) => {
@@ -259,7 +280,7 @@ mod tests {
         let mut sub = nw.subscribe();
         let (tx, task) = driven(nw);
         let send = |e: watcher::Event<Node>| tx.unbounded_send(Ok(e)).unwrap();
-        let has = |name: &str| store.get(&ObjectRef::new(name)).is_some();
+        let has = |name: &str| store.named(name).is_some();
 
         send(Init);
         send(InitApply(node("n1")));
@@ -288,10 +309,7 @@ mod tests {
         send(InitApply(node("n1")));
         send(InitApply(node("n2")));
         settle().await;
-        assert!(
-            !has("n2"),
-            "the reflector holds a relist back until InitDone"
-        );
+        assert!(!has("n2"), "the store holds a relist back until InitDone");
         assert!(
             sub.next().now_or_never().is_none(),
             "published before stored"
@@ -300,7 +318,7 @@ mod tests {
         settle().await;
         let mut got = Vec::new();
         while let Some(Some(n)) = sub.next().now_or_never() {
-            let stored = store.get(&ObjectRef::from_obj(n.as_ref())).unwrap();
+            let stored = store.named(crate::k8s::node::name(&n)).unwrap();
             assert!(Arc::ptr_eq(&n, &stored), "the store's own, not a copy");
             got.push(n.metadata.name.clone().unwrap());
         }
@@ -344,7 +362,7 @@ mod tests {
         };
         let version = || {
             store
-                .get(&ObjectRef::new("n1"))
+                .named("n1")
                 .and_then(|n| n.metadata.resource_version.clone())
         };
         send(Init);

@@ -26,7 +26,6 @@ use ccm_provider_sdk::client::Lane;
 use ccm_runtime::{Action, Reconcile, Singleton};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 use kube::api::Patch;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -37,7 +36,8 @@ use tokio::time::Instant;
 
 use super::NodeEvents;
 use crate::context::Context;
-use crate::k8s::{self, node};
+use crate::k8s::node;
+use crate::k8s::node_write::{Written, write_node};
 use crate::providers::instances::{BatchSettings, Instances};
 use crate::request_id;
 pub use decide::{
@@ -120,17 +120,19 @@ impl CloudNode {
     }
 }
 
-/// Writes the Node's addresses if they differ; returns the written Node.
+/// Writes the Node's addresses if they differ; returns the written Node's
+/// resourceVersion.
 async fn patch_addresses(
     ctx: &Context,
     n: &Node,
     cloud: &[ccm_provider_sdk::proto::NodeAddress],
-) -> Result<Option<Node>, Error> {
+) -> Result<Option<Written>, Error> {
     let Some(addresses) = desired_addresses(n, cloud).map_err(Error::Addresses)? else {
         return Ok(None);
     };
-    let written = Api::<Node>::all(ctx.client.clone())
-        .patch_status(
+    let written = write_node(&ctx.client, "patch_status", |r| {
+        r.patch_subresource(
+            "status",
             node::name(n),
             &ctx.patch_params(),
             // A JSON merge patch replaces the whole list, which is what
@@ -143,7 +145,8 @@ async fn patch_addresses(
                 },
             }),
         )
-        .await?;
+    })
+    .await?;
     Ok(Some(written))
 }
 
@@ -272,12 +275,11 @@ async fn initialise(n: &Node, state: &CloudNode) -> Result<(), Error> {
     // Guard the second write with the version our first one produced, so
     // only someone else's change in between makes it conflict.
     let resource_version = match patch_addresses(ctx, n, &meta.node_addresses).await? {
-        Some(written) => written.metadata.resource_version,
+        Some(written) => written.resource_version,
         None => n.metadata.resource_version.clone(),
     };
     let patch = changes.patch(resource_version.as_deref());
-    let nodes = Api::<Node>::all(ctx.client.clone());
-    k8s::write_unread(&nodes, "patch", |r| {
+    write_node(&ctx.client, "patch", |r| {
         r.patch(&name, &ctx.patch_params(), &Patch::Merge(patch))
     })
     .await?;
@@ -329,9 +331,8 @@ impl Reconcile for CloudNode {
             Plan::FixLabels(fixes) if fixes.is_empty() => {}
             Plan::FixLabels(fixes) => {
                 let ctx = &self.ctx;
-                let nodes = Api::<Node>::all(ctx.client.clone());
                 let patch = json!({ "metadata": { "labels": fixes } });
-                k8s::write_unread(&nodes, "patch", |r| {
+                write_node(&ctx.client, "patch", |r| {
                     r.patch(node::name(&n), &ctx.patch_params(), &Patch::Merge(patch))
                 })
                 .await?;
@@ -359,7 +360,10 @@ pub async fn run(ctx: Arc<Context>, node_events: NodeEvents, settings: Settings)
         settings.workers.into()
     };
     let initialise = super::runner(&ctx, state.clone(), "Nodes")
-        .store(ctx.nodes.clone())
+        .lookup({
+            let nodes = ctx.nodes.clone();
+            move |key| nodes.get(key)
+        })
         .changes(node_events.map(|n| ObjectRef::from_obj(n.as_ref())))
         .workers(workers)
         .run();

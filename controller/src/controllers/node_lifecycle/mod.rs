@@ -125,11 +125,11 @@ async fn set_taints(ctx: &Context, n: &Node, taints: Vec<Taint>) -> Result<(), k
         "metadata": { "resourceVersion": n.metadata.resource_version },
         "spec": { "taints": taints },
     });
-    let nodes = Api::<Node>::all(ctx.client.clone());
-    k8s::write_unread(&nodes, "patch", |r| {
+    k8s::node_write::write_node(&ctx.client, "patch", |r| {
         r.patch(node::name(n), &ctx.patch_params(), &Patch::Merge(patch))
     })
     .await
+    .map(drop)
 }
 
 async fn delete(ctx: &Context, n: &Node) {

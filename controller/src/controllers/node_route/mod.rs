@@ -20,7 +20,6 @@ use ccm_provider_sdk::proto::{self, Capability};
 use ccm_runtime::{Action, KeyName, Reconcile};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 use kube::api::Patch;
 use kube::runtime::events::EventType;
 use serde_json::json;
@@ -218,8 +217,7 @@ impl Routes {
             "lastTransitionTime": now,
             "lastHeartbeatTime": now,
         }]}});
-        let nodes = Api::<Node>::all(self.ctx.client.clone());
-        let written = k8s::write_unread(&nodes, "patch_status", |r| {
+        let written = k8s::node_write::write_node(&self.ctx.client, "patch_status", |r| {
             let pp = self.ctx.patch_params();
             r.patch_subresource("status", node::name(n), &pp, &Patch::Strategic(patch))
         })

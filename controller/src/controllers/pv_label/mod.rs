@@ -151,7 +151,7 @@ mod tests {
         let ctx = Context::new(
             client,
             crate::providers::ScopedProvider::single(provider.client.clone()),
-            kube::runtime::reflector::store().0,
+            crate::k8s::node_store::NodeStore::default(),
             "kubernetes".into(),
             "pv-label-controller",
             metrics,

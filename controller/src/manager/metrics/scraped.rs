@@ -5,13 +5,13 @@
 use k8s_openapi::jiff::Timestamp;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::k8s::node;
+use crate::k8s::node_store::NodeStore;
 
 /// Linux reports CPU time in /proc in units of USER_HZ, which the kernel
 /// fixes at 100 for userspace on every architecture.
@@ -168,7 +168,7 @@ impl Collector for ProcessCollector {
 /// has existed: a Node stuck there is the CCM's most visible failure.
 /// From the leader's Node cache (a standby's is empty: it reports 0).
 #[derive(Debug)]
-pub struct UninitializedNodes(pub Store<Node>);
+pub struct UninitializedNodes(pub NodeStore);
 
 /// (count, age of the oldest in seconds, 0 without any).
 fn uninitialized(nodes: &[std::sync::Arc<Node>], now: Timestamp) -> (i64, f64) {
