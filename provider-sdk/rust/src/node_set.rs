@@ -12,6 +12,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
+use prost::Message;
 use prost::bytes::Bytes;
 use prost::encoding;
 
@@ -23,36 +24,75 @@ pub(crate) const NODES_TAG: u32 = 3;
 
 /// Nodes for load balancer calls. Cheap to clone: clones share the nodes,
 /// their encoding and their id.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct NodeSet {
     inner: Arc<Inner>,
 }
 
+/// At least one of `nodes` and `encoded` is set at construction: each is
+/// made from the other.
 #[derive(Default)]
 struct Inner {
-    nodes: Vec<NodeRef>,
+    /// Set at construction, or decoded from `encoded` on first use.
+    nodes: OnceLock<Vec<NodeRef>>,
     /// Each node as field 3 of the request, in order.
     encoded: OnceLock<Bytes>,
     id: OnceLock<String>,
+    len: usize,
 }
 
 impl NodeSet {
     pub fn new(nodes: Vec<NodeRef>) -> Self {
         NodeSet {
             inner: Arc::new(Inner {
-                nodes,
+                len: nodes.len(),
+                nodes: OnceLock::from(nodes),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// A set kept as its encoding only, each node encoded as it comes and
+    /// dropped: for a sender, which reads the nodes no more once they are
+    /// encoded. A node's labels and annotations as maps take several times
+    /// their encoding. [`Self::nodes`] decodes them (once) if asked.
+    pub fn encoded_from(nodes: impl IntoIterator<Item = NodeRef>) -> Self {
+        let mut buf = Vec::new();
+        let mut len = 0;
+        for n in nodes {
+            encoding::message::encode(NODES_TAG, &n, &mut buf);
+            len += 1;
+        }
+        NodeSet {
+            inner: Arc::new(Inner {
+                encoded: OnceLock::from(Bytes::from(buf)),
+                len,
                 ..Inner::default()
             }),
         }
     }
 
     pub fn nodes(&self) -> &[NodeRef] {
-        &self.inner.nodes
+        self.inner.nodes.get_or_init(|| {
+            // The bytes are this set's own encoding: they decode.
+            NodeSetBytes::decode(self.encoded().clone())
+                .map(|d| d.nodes)
+                .unwrap_or_default()
+        })
+    }
+
+    /// How many nodes, without decoding them.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
     }
 
     /// The nodes as an owned list (a copy).
     pub fn to_vec(&self) -> Vec<NodeRef> {
-        self.inner.nodes.clone()
+        self.nodes().to_vec()
     }
 
     /// `sha256-` and the hex SHA-256 of the nodes as encoded: the same
@@ -72,7 +112,7 @@ impl NodeSet {
     /// The nodes as field 3 of a request, encoded on first use.
     pub(crate) fn encoded(&self) -> &Bytes {
         self.inner.encoded.get_or_init(|| {
-            let nodes = &self.inner.nodes;
+            let nodes = self.nodes();
             let len = nodes
                 .iter()
                 .map(|n| encoding::message::encoded_len(NODES_TAG, n))
@@ -86,11 +126,25 @@ impl NodeSet {
     }
 }
 
+/// Any message whose field 3 is the nodes: how [`NodeSet::encoded`]
+/// decodes back.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NodeSetBytes {
+    #[prost(message, repeated, tag = "3")]
+    nodes: Vec<NodeRef>,
+}
+
+impl Default for NodeSet {
+    fn default() -> Self {
+        NodeSet::new(Vec::new())
+    }
+}
+
 impl Deref for NodeSet {
     type Target = [NodeRef];
 
     fn deref(&self) -> &[NodeRef] {
-        &self.inner.nodes
+        self.nodes()
     }
 }
 
@@ -108,14 +162,14 @@ impl From<&NodeSet> for NodeSet {
 
 impl PartialEq for NodeSet {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner) || self.inner.nodes == other.inner.nodes
+        Arc::ptr_eq(&self.inner, &other.inner) || self.nodes() == other.nodes()
     }
 }
 
 impl fmt::Debug for NodeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NodeSet")
-            .field("nodes", &self.inner.nodes.len())
+            .field("nodes", &self.inner.len)
             .finish()
     }
 }
@@ -145,5 +199,18 @@ mod tests {
             ab.id()
         );
         assert!(crate::validate::node_set_id("id", ab.id()).is_ok());
+    }
+
+    #[test]
+    fn a_set_kept_encoded_is_the_same_set() {
+        let nodes = vec![node("a"), node("b")];
+        let kept = NodeSet::encoded_from(nodes.clone());
+        let whole = NodeSet::new(nodes);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept.encoded(), whole.encoded());
+        assert_eq!(kept.id(), whole.id());
+        assert!(kept.inner.nodes.get().is_none(), "decoded before asked");
+        assert_eq!(kept.nodes(), whole.nodes());
+        assert!(NodeSet::encoded_from([]).is_empty());
     }
 }

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use ccm_provider_sdk::{LbOutcome, NodeSet};
+use ccm_provider_sdk::LbOutcome;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::decide::{Call, Event, Reason};
-use super::{BACKEND_COALESCE_MAX, BACKEND_QUIET, Lb, Record, decide};
+use super::{BACKEND_COALESCE_MAX, BACKEND_QUIET, Backends, Lb, Record, decide};
 
 /// Calls UpdateLoadBalancer for every Service this process ensured whose
 /// backends differ from the current node set. Returns how many it updated.
@@ -47,7 +47,7 @@ async fn sync_backends(lb: &Arc<Lb>, services: &Store<Service>, workers: usize) 
                 record.backends = Some(*current);
                 updated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lb.ctx.metrics.lb_syncs.inc();
-                let outcome = update_one(lb, &svc, &backends.nodes).await;
+                let outcome = update_one(lb, &svc, backends).await;
                 if outcome != Update::Done {
                     lb.ctx.metrics.nodesync_errors.inc();
                     record.ensured = None;
@@ -79,7 +79,8 @@ enum Update {
 /// that still exists gets upstream's `UpdateLoadBalancerFailed`, a missing
 /// one `LoadBalancerNotFound` (upstream counts that as success); either
 /// asks for a full Ensure, which retries or recreates it.
-async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
+async fn update_one(lb: &Lb, svc: &Service, backends: &Backends) -> Update {
+    let nodes = &backends.nodes;
     let key = decide::key(svc);
     let request = match decide::to_proto(svc) {
         Ok(r) => r,
@@ -136,7 +137,7 @@ async fn update_one(lb: &Lb, svc: &Service, nodes: &NodeSet) -> Update {
             Ok(Some(_)) => {
                 let note = format!(
                     "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {err}",
-                    decide::node_names_for_event(nodes.nodes()),
+                    backends.names,
                     nodes.len()
                 );
                 lb.event(svc, Event::new(Reason::UpdateLoadBalancerFailed, note))

@@ -47,6 +47,7 @@ mod routing;
 mod status;
 
 use crate::context::Context;
+use crate::k8s::node;
 use crate::request_id;
 use ccm_runtime::{Action, Reconcile};
 use decide::{Due, Record, Retry, Step};
@@ -65,8 +66,12 @@ const BACKEND_COALESCE_MAX: Duration = Duration::from_secs(1);
 /// The backend nodes as sent to the provider, with their digest.
 #[derive(Clone)]
 struct Backends {
+    /// Kept encoded only (`NodeSet::encoded_from`): the controller sends
+    /// the nodes and never reads them again.
     nodes: NodeSet,
     digest: decide::BackendDigest,
+    /// The first names, for Events ([`decide::node_names_for_event`]).
+    names: Arc<str>,
 }
 
 /// See [`Lb::queues`].
@@ -175,15 +180,25 @@ impl Lb {
         }
         let nodes = self.ctx.nodes.state();
         let scope = &self.ctx.scope;
-        let nodes = decide::backends(
+        let chosen = decide::backends(
             nodes
                 .iter()
                 .map(|n| n.as_ref())
                 .filter(|n| scope.backend(n)),
         );
+        // Each Node's NodeRef is hashed and encoded as it is made, then
+        // dropped: the set's NodeRefs together, their labels and
+        // annotations as maps, are several times the encoding kept.
+        let mut hashes = Vec::with_capacity(chosen.len());
+        let set = NodeSet::encoded_from(chosen.iter().map(|n| {
+            let r = node::node_ref(n);
+            hashes.push(decide::backend_hash(&r));
+            r
+        }));
         let backends = Backends {
-            digest: decide::backend_set(&nodes),
-            nodes: NodeSet::new(nodes),
+            digest: decide::backend_digest(hashes),
+            names: decide::node_names_for_event(chosen.iter().map(|n| node::name(n))).into(),
+            nodes: set,
         };
         *cache = Some((generation, backends.clone()));
         backends

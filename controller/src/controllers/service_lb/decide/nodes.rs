@@ -28,13 +28,9 @@ pub fn is_backend(n: &Node) -> bool {
 }
 
 /// The backends among `nodes`, sorted by name so equal sets compare equal.
-pub fn backends<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<proto::NodeRef> {
-    let mut out: Vec<proto::NodeRef> = nodes
-        .into_iter()
-        .filter(|n| is_backend(n))
-        .map(node::node_ref)
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+pub fn backends<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<&'a Node> {
+    let mut out: Vec<&Node> = nodes.into_iter().filter(|n| is_backend(n)).collect();
+    out.sort_by(|a, b| node::name(a).cmp(node::name(b)));
     out
 }
 
@@ -47,34 +43,40 @@ pub fn backends<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<proto::Nod
 /// Nodes, a copy of the set per Service would be 25 million entries.
 pub type BackendDigest = u64;
 
-/// The digest of a backend set; the order of nodes, labels and addresses
-/// does not matter.
-pub fn backend_set(nodes: &[proto::NodeRef]) -> BackendDigest {
-    let mut each: Vec<u64> = nodes
-        .iter()
-        .map(|n| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            n.name.hash(&mut h);
-            n.provider_id.hash(&mut h);
-            let labels: BTreeSet<(&String, &String)> = n.labels.iter().collect();
-            labels.hash(&mut h);
-            let addresses: BTreeSet<(i32, &String)> =
-                n.addresses.iter().map(|a| (a.r#type, &a.address)).collect();
-            addresses.hash(&mut h);
-            h.finish()
-        })
-        .collect();
+/// One backend's part of the digest ([`backend_digest`]).
+pub fn backend_hash(n: &proto::NodeRef) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    n.name.hash(&mut h);
+    n.provider_id.hash(&mut h);
+    let labels: BTreeSet<(&String, &String)> = n.labels.iter().collect();
+    labels.hash(&mut h);
+    let addresses: BTreeSet<(i32, &String)> =
+        n.addresses.iter().map(|a| (a.r#type, &a.address)).collect();
+    addresses.hash(&mut h);
+    h.finish()
+}
+
+/// The digest of a backend set from its backends' hashes, in any order.
+pub fn backend_digest(mut each: Vec<u64>) -> BackendDigest {
     each.sort_unstable();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     each.hash(&mut h);
     h.finish()
 }
 
+/// The digest of a backend set; the order of nodes, labels and addresses
+/// does not matter.
+#[cfg(test)]
+pub fn backend_set(nodes: &[proto::NodeRef]) -> BackendDigest {
+    backend_digest(nodes.iter().map(backend_hash).collect())
+}
+
 /// `names` for an event: at most 20, then how many more.
-pub fn node_names_for_event(nodes: &[proto::NodeRef]) -> String {
+pub fn node_names_for_event<'a>(all: impl ExactSizeIterator<Item = &'a str>) -> String {
     const MAX: usize = 20;
-    let mut names: Vec<&str> = nodes.iter().take(MAX).map(|n| n.name.as_str()).collect();
-    let more = nodes.len().saturating_sub(MAX);
+    let count = all.len();
+    let mut names: Vec<&str> = all.take(MAX).collect();
+    let more = count.saturating_sub(MAX);
     let more_text = format!("<{more} more>");
     if more > 0 {
         names.push(&more_text);
@@ -122,7 +124,7 @@ mod tests {
             node_with("autoscaled-away", None, Some(TO_BE_DELETED_TAINT)),
             node_with("other-taint", None, Some("dedicated")),
         ];
-        let names: Vec<String> = backends(&nodes).into_iter().map(|n| n.name).collect();
+        let names: Vec<&str> = backends(&nodes).into_iter().map(node::name).collect();
         assert_eq!(
             names,
             vec!["included-false", "included-zero", "other-taint", "plain"]
@@ -170,13 +172,8 @@ mod tests {
 
     #[test]
     fn event_names_are_limited_to_twenty() {
-        let nodes: Vec<proto::NodeRef> = (0..23)
-            .map(|i| proto::NodeRef {
-                name: format!("n{i}"),
-                ..Default::default()
-            })
-            .collect();
-        let text = node_names_for_event(&nodes);
+        let names: Vec<String> = (0..23).map(|i| format!("n{i}")).collect();
+        let text = node_names_for_event(names.iter().map(String::as_str));
         assert!(text.starts_with("[n0 n1 "), "{text}");
         assert!(text.ends_with("n19 <3 more>]"), "{text}");
     }
