@@ -1,6 +1,7 @@
-//! Kubernetes helpers every controller shares: Node accessors and
-//! well-known keys (the generic watch and write helpers are
-//! `ccm_runtime::watch`'s, named here too).
+//! Kubernetes helpers every controller shares: the Node watch in protobuf
+//! and its cache, Node writes, Node accessors and well-known keys (the
+//! generic watch and write helpers are `ccm_runtime::watch`'s;
+//! `write_text` is named here too).
 
 pub mod node;
 pub mod node_list_watch;
@@ -9,7 +10,7 @@ pub mod node_wire;
 pub mod node_write;
 pub mod projected;
 
-pub use ccm_runtime::watch::{write_text, write_unread};
+pub use ccm_runtime::watch::write_text;
 
 /// An object's labels or annotations as the contract's map.
 pub fn string_map<M: FromIterator<(String, String)>>(

@@ -22,7 +22,8 @@ pub struct NodeStore(Arc<RwLock<HashMap<String, Arc<Node>>>>);
 
 impl NodeStore {
     /// A cache holding `nodes` and never written to again: for a controller
-    /// run without the watch (tests).
+    /// run without the watch.
+    #[cfg(test)]
     pub fn of(nodes: impl IntoIterator<Item = Node>) -> Self {
         let mut writer = NodeStoreWriter::default();
         for n in nodes {
@@ -75,10 +76,15 @@ impl NodeStoreWriter {
         self.store.clone()
     }
 
-    /// Stores `n`, and returns the Node it replaced.
+    /// Stores `n`, and returns the Node it replaced. (A Node already
+    /// cached, as at every heartbeat, keeps its key: no name is copied.)
     pub fn apply(&mut self, n: Arc<Node>) -> Option<Arc<Node>> {
-        let name = node::name(&n).to_owned();
-        self.store.0.write().insert(name, n)
+        let mut nodes = self.store.0.write();
+        if let Some(slot) = nodes.get_mut(node::name(&n)) {
+            return Some(std::mem::replace(slot, n));
+        }
+        nodes.insert(node::name(&n).to_owned(), n);
+        None
     }
 
     pub fn delete(&mut self, n: &Node) {
