@@ -4,6 +4,11 @@ use cloud_controller_manager::config::{
     Command, LogFormat, Options, OutputFormat, ProviderCommand,
 };
 
+/// jemalloc where the binary links glibc (the workspace Cargo.toml says why).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Logs to stderr in `format`; RUST_LOG, when set, wins over `default_filter`
 /// (from `-v`). With `--tracing-endpoint`, spans are also exported: the
 /// provider returned is to be shut down (flushed) at exit.

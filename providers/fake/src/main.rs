@@ -15,6 +15,11 @@ use ccm_fake_provider::{FakeCloud, FakeConfig, QuotaConfig, admin, read_instance
 use ccm_provider_sdk::server::{IdentityFlags, LogFormat, Supervisor, init_logging};
 use clap::Parser;
 
+/// jemalloc where the binary links glibc (the workspace Cargo.toml says why).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// An in-memory cloud provider for ccm-rs, with fault injection.
 #[derive(Debug, Parser)]
 #[command(
