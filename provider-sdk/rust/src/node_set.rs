@@ -90,6 +90,36 @@ impl NodeSet {
         self.inner.len == 0
     }
 
+    /// Each node, decoded one at a time and not kept: for a reader that
+    /// goes through the set once (a provider building its own backend
+    /// list), so that the decoded set, several times its encoding, is
+    /// never held whole. [`Self::nodes`] decodes once and keeps.
+    pub fn each(&self) -> impl Iterator<Item = NodeRef> + '_ {
+        let decoded = self.inner.nodes.get();
+        let mut rest: &[u8] = match decoded {
+            Some(_) => &[],
+            None => self.encoded(),
+        };
+        let from_bytes = std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            // This set's own encoding: field 3, length-delimited, repeated.
+            encoding::decode_key(&mut rest).ok()?;
+            let len = usize::try_from(encoding::decode_varint(&mut rest).ok()?).ok()?;
+            let (node, tail) = rest.split_at_checked(len)?;
+            rest = tail;
+            NodeRef::decode(node).ok()
+        });
+        decoded.into_iter().flatten().cloned().chain(from_bytes)
+    }
+
+    /// Whether [`Self::nodes`] decoded the set (or it was built decoded).
+    #[cfg(test)]
+    pub(crate) fn is_decoded(&self) -> bool {
+        self.inner.nodes.get().is_some()
+    }
+
     /// The nodes as an owned list (a copy).
     pub fn to_vec(&self) -> Vec<NodeRef> {
         self.nodes().to_vec()
@@ -212,5 +242,18 @@ mod tests {
         assert!(kept.inner.nodes.get().is_none(), "decoded before asked");
         assert_eq!(kept.nodes(), whole.nodes());
         assert!(NodeSet::encoded_from([]).is_empty());
+    }
+
+    #[test]
+    fn each_reads_the_nodes_without_keeping_them() {
+        let mut labelled = node("b");
+        labelled.labels.insert("zone".into(), "z1".into());
+        let nodes = vec![node("a"), labelled, node("c")];
+        let kept = NodeSet::encoded_from(nodes.clone());
+        assert_eq!(kept.each().collect::<Vec<_>>(), nodes);
+        assert!(!kept.is_decoded(), "each() kept the decoded set");
+        let whole = NodeSet::new(nodes.clone());
+        assert_eq!(whole.each().collect::<Vec<_>>(), nodes);
+        assert_eq!(NodeSet::encoded_from([]).each().count(), 0);
     }
 }

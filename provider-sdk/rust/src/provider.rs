@@ -537,8 +537,10 @@ pub trait LoadBalancers: Send + Sync + 'static {
     }
 
     /// `nodes` derefs to `[NodeRef]`, checked. It is shared, not copied: the
-    /// SDK keeps the sets the controller puts (PutNodeSet) and hands the
-    /// same set to every call that names it.
+    /// SDK keeps the sets the controller puts (PutNodeSet), encoded, and
+    /// hands the same set to every call that names it. Deref decodes it
+    /// once and keeps it decoded; [`NodeSet::each`] reads it without
+    /// keeping it.
     fn ensure_load_balancer(
         &self,
         ctx: CallContext,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use ccm_provider_sdk::{FencingToken, NodeSet, ProviderError, ProviderResult, Readiness};
+use ccm_provider_sdk::{FencingToken, ProviderError, ProviderResult, Readiness};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -163,8 +163,8 @@ pub(crate) struct State {
     /// The backend list handed out last, shared by the next load balancer
     /// given the same nodes.
     last_backends: Backends,
-    /// The nodes `last_backends` was made from.
-    last_nodes: NodeSet,
+    /// The id of the node set `last_backends` was made from.
+    last_nodes: String,
     /// Set by every change to the cloud (not to readiness), cleared once
     /// the change is in the state file.
     pub(crate) dirty: bool,
@@ -217,7 +217,7 @@ impl State {
             routes: BTreeMap::new(),
             leaders: BTreeMap::new(),
             last_backends: Backends::default(),
-            last_nodes: NodeSet::default(),
+            last_nodes: String::new(),
             dirty: false,
             config,
         }

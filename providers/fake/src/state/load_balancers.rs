@@ -365,25 +365,21 @@ impl State {
     /// out when they are the same.
     fn backends(&mut self, nodes: &NodeSet) -> Backends {
         // Most calls carry the set the last one did (the SDK hands a
-        // PutNodeSet's set to every call naming it): no sort then.
-        if *nodes == self.last_nodes {
+        // PutNodeSet's set to every call naming it): no sort then. Ids, not
+        // the nodes, are compared, and the nodes are read with `each()`:
+        // the set the SDK keeps encoded is never decoded whole.
+        if nodes.id() == self.last_nodes {
             return self.last_backends.clone();
         }
-        self.last_nodes = nodes.clone();
-        let names: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        nodes.id().clone_into(&mut self.last_nodes);
+        let names: BTreeSet<String> = nodes.each().map(|n| n.name).collect();
         let same = names.len() == self.last_backends.len()
             && names
                 .iter()
                 .zip(self.last_backends.iter())
                 .all(|(a, b)| a == b);
         if !same {
-            self.last_backends = Backends(
-                names
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>()
-                    .into(),
-            );
+            self.last_backends = Backends(names.into_iter().collect::<Vec<_>>().into());
         }
         self.last_backends.clone()
     }
