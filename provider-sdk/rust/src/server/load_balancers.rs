@@ -30,7 +30,11 @@ const KEPT_NODE_SETS: usize = 8;
 pub(super) struct NodeSets(Mutex<HashMap<String, VecDeque<(String, NodeSet)>>>);
 
 impl NodeSets {
-    fn put(&self, cluster: &str, id: String, set: NodeSet) {
+    /// Keeps `nodes` as their encoding, several times smaller than the
+    /// NodeRefs with their label and annotation maps: a provider that reads
+    /// the set with `each()` never holds it decoded.
+    fn put(&self, cluster: &str, id: String, nodes: Vec<NodeRef>) {
+        let set = NodeSet::encoded_from(nodes);
         let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let kept = all.entry(cluster.to_owned()).or_default();
         kept.retain(|(i, _)| *i != id);
@@ -185,11 +189,7 @@ impl<T: LoadBalancers> load_balancer_service_server::LoadBalancerService for LbA
         let cluster = cluster_name(&r.cluster_name)?;
         validate::node_set_id("node_set_id", &r.node_set_id).map_err(invalid_request)?;
         validate::node_refs("nodes", &r.nodes).map_err(invalid_request)?;
-        // Kept as its encoding, several times smaller than the NodeRefs
-        // with their label and annotation maps: a provider that reads the
-        // set with `each()` never holds it decoded.
-        self.sets
-            .put(&cluster, r.node_set_id, NodeSet::encoded_from(r.nodes));
+        self.sets.put(&cluster, r.node_set_id, r.nodes);
         Ok(Response::new(PutNodeSetResponse {}))
     }
 
@@ -271,71 +271,18 @@ fn elsewhere(message: String) -> ImplementedElsewhere {
 
 #[cfg(test)]
 mod tests {
-    use super::load_balancer_service_server::LoadBalancerService;
     use super::*;
-    use crate::ProviderResult;
-    use crate::provider::{CallContext, LbAnswer};
 
-    /// Load balancers that are never called: only PutNodeSet is.
-    struct Unused;
-
-    impl LoadBalancers for Unused {
-        async fn get_load_balancer(
-            &self,
-            _: CallContext,
-            _: String,
-            _: Service,
-        ) -> ProviderResult<Option<LoadBalancerStatus>> {
-            unreachable!()
-        }
-        async fn ensure_load_balancer(
-            &self,
-            _: CallContext,
-            _: String,
-            _: Service,
-            _: NodeSet,
-        ) -> ProviderResult<LbAnswer<LoadBalancerStatus>> {
-            unreachable!()
-        }
-        async fn update_load_balancer(
-            &self,
-            _: CallContext,
-            _: String,
-            _: Service,
-            _: NodeSet,
-        ) -> ProviderResult<LbAnswer<()>> {
-            unreachable!()
-        }
-        async fn ensure_load_balancer_deleted(
-            &self,
-            _: CallContext,
-            _: String,
-            _: Service,
-        ) -> ProviderResult<Vec<Warning>> {
-            unreachable!()
-        }
-    }
-
-    #[tokio::test]
-    async fn a_put_set_is_kept_encoded() {
-        let adapter = LbAdapter {
-            provider: Arc::new(Unused),
-            sets: NodeSets::default(),
-        };
+    #[test]
+    fn a_put_set_is_kept_encoded() {
+        let sets = NodeSets::default();
         let nodes = vec![NodeRef {
             name: "n1".into(),
             ..Default::default()
         }];
         let id = NodeSet::new(nodes.clone()).id().to_owned();
-        adapter
-            .put_node_set(Request::new(PutNodeSetRequest {
-                cluster_name: "c".into(),
-                node_set_id: id.clone(),
-                nodes: nodes.clone(),
-            }))
-            .await
-            .unwrap();
-        let kept = adapter.sets.get("c", &id).expect("the set just put");
+        sets.put("c", id.clone(), nodes.clone());
+        let kept = sets.get("c", &id).expect("the set just put");
         assert!(!kept.is_decoded(), "the SDK keeps the set decoded");
         assert_eq!(kept.each().collect::<Vec<_>>(), nodes);
         assert_eq!(kept.id(), id);
