@@ -104,12 +104,10 @@ impl NodeSet {
             if rest.is_empty() {
                 return None;
             }
-            // This set's own encoding: field 3, length-delimited, repeated.
+            // This set's own encoding (it decodes): field 3's key, then
+            // each node length-delimited.
             encoding::decode_key(&mut rest).ok()?;
-            let len = usize::try_from(encoding::decode_varint(&mut rest).ok()?).ok()?;
-            let (node, tail) = rest.split_at_checked(len)?;
-            rest = tail;
-            NodeRef::decode(node).ok()
+            NodeRef::decode_length_delimited(&mut rest).ok()
         });
         decoded.into_iter().flatten().cloned().chain(from_bytes)
     }
