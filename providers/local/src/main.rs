@@ -14,11 +14,6 @@ use ccm_local_provider::{Config, LabelSelector, LocalCloud, metrics};
 use ccm_provider_sdk::server::{IdentityFlags, LogFormat, Supervisor, init_logging};
 use clap::Parser;
 
-/// jemalloc where the binary links glibc (the workspace Cargo.toml says why).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 /// A cloud provider for ccm-rs whose cloud is this machine: instances from
 /// an inventory file, load balancers as L4 proxies on local addresses,
 /// routes in a kernel routing table.
