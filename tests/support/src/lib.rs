@@ -25,7 +25,7 @@ pub mod recorder;
 pub mod steady;
 
 pub use fixtures::{UNINITIALIZED, ingress_ips, kubelet_node, lb_service, proto_service};
-pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
+pub use poll::{DEADLINE, INTERVAL, eventually, eventually_within, poll_until, wait_until};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -37,6 +37,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{ObjectMeta, PostParams};
@@ -311,7 +314,75 @@ impl TestEnv {
             .create(&PostParams::default(), &role)
             .await?;
         self.bind_cluster_role(admin, sa_ns, sa_name, &name).await?;
+        if let Some(rule) = role.rules.as_ref().and_then(|r| r.first()) {
+            until_allowed(admin, sa_ns, sa_name, rule, None).await?;
+        }
         Ok(name)
+    }
+}
+
+/// Waits until the apiserver's authorizer allows the ServiceAccount
+/// `sa_ns/sa_name` what `rule` grants (its first verb on its first
+/// resource or URL), in `namespace` for a namespaced Role.
+///
+/// A Role or binding takes effect when the authorizer's informers see it, a
+/// moment after its create returns: a client started right away can be
+/// denied once, and a test counting denials would count that.
+pub async fn until_allowed(
+    admin: &Client,
+    sa_ns: &str,
+    sa_name: &str,
+    rule: &PolicyRule,
+    namespace: Option<&str>,
+) -> anyhow::Result<()> {
+    let first = |v: Option<&Vec<String>>| v.and_then(|v| v.first()).cloned();
+    let verb = rule.verbs.first().cloned();
+    let mut spec = SubjectAccessReviewSpec {
+        user: Some(format!("system:serviceaccount:{sa_ns}:{sa_name}")),
+        groups: Some(vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{sa_ns}"),
+            "system:authenticated".into(),
+        ]),
+        ..Default::default()
+    };
+    if let Some(path) = first(rule.non_resource_urls.as_ref()) {
+        spec.non_resource_attributes = Some(NonResourceAttributes {
+            path: Some(path),
+            verb,
+        });
+    } else {
+        let resource = first(rule.resources.as_ref()).unwrap_or_default();
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((r, s)) => (r.to_owned(), Some(s.to_owned())),
+            None => (resource, None),
+        };
+        spec.resource_attributes = Some(ResourceAttributes {
+            group: first(rule.api_groups.as_ref()),
+            resource: Some(resource),
+            subresource,
+            name: first(rule.resource_names.as_ref()),
+            namespace: namespace.map(str::to_owned),
+            verb,
+            ..Default::default()
+        });
+    }
+    let review = SubjectAccessReview {
+        spec,
+        ..Default::default()
+    };
+    let reviews = Api::<SubjectAccessReview>::all(admin.clone());
+    let what = format!("{sa_ns}/{sa_name} to be allowed {rule:?}");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.is_some_and(|s| s.allowed) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("timed out after {DEADLINE:?} waiting for {what}");
+        }
+        tokio::time::sleep(INTERVAL).await;
     }
 }
 

@@ -77,6 +77,17 @@ async fn grant_token_role(h: &Harness) {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+    // The tests count the controller's denied token requests.
+    let rule = &role.rules.as_ref().unwrap()[0];
+    ccm_testsupport::until_allowed(
+        &h.admin,
+        &h.ns,
+        "cloud-controller-manager",
+        rule,
+        Some(&h.ns),
+    )
+    .await
+    .unwrap();
 }
 
 fn access_flags(h: &Harness, provider_sa: &str, dir: &Path, admin_port: u16) -> Vec<String> {

@@ -188,6 +188,10 @@ pub async fn process_identity(
             .create(&PostParams::default(), &binding)
             .await
             .unwrap();
+        let rule = &le.rules.as_ref().unwrap()[0];
+        ccm_testsupport::until_allowed(admin, ns, sa, rule, Some("kube-system"))
+            .await
+            .unwrap();
     }
     env.write_service_account_kubeconfig(ns, sa, kubeconfig)
         .await
