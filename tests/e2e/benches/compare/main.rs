@@ -216,8 +216,20 @@ async fn main() {
         .collect();
     let runs: usize = env_or("BENCH_COMPARE_RUNS", 2);
     let ensure_ms: u64 = env_or("BENCH_COMPARE_ENSURE_MS", 50);
-    // One side only (`ours` or `upstream`), to look into it; no table.
+    // One side only (`ours`, `minimal-client` or `upstream`), to look into
+    // it; no table.
     let only = std::env::var("BENCH_COMPARE_ONLY").ok();
+    if let Some(o) = &only {
+        let sides = [
+            Implementation::Ours,
+            Implementation::Floor,
+            Implementation::Upstream,
+        ];
+        assert!(
+            sides.iter().any(|i| i.label() == o),
+            "BENCH_COMPARE_ONLY: unknown side {o:?} (ours, minimal-client or upstream)"
+        );
+    }
     assert!(
         only.is_some() || env_or("BENCH_COMPARE_NODE_INIT_ONLY", 0) == 0,
         "BENCH_COMPARE_NODE_INIT_ONLY=1 needs BENCH_COMPARE_ONLY (ours, minimal-client or upstream): \
