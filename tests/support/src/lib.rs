@@ -245,7 +245,8 @@ impl TestEnv {
     }
 
     /// Binds the existing ClusterRole `role` (such as a bootstrap role) to
-    /// a ServiceAccount.
+    /// a ServiceAccount, and waits until the binding is in effect
+    /// ([`until_allowed`]).
     pub async fn bind_cluster_role(
         &self,
         admin: &Client,
@@ -273,6 +274,10 @@ impl TestEnv {
         Api::<ClusterRoleBinding>::all(admin.clone())
             .create(&PostParams::default(), &binding)
             .await?;
+        let granted = Api::<ClusterRole>::all(admin.clone()).get(role).await?;
+        if let Some(rule) = granted.rules.as_ref().and_then(|r| r.first()) {
+            until_allowed(admin, sa_ns, sa_name, rule, None).await?;
+        }
         Ok(())
     }
 
@@ -293,7 +298,8 @@ impl TestEnv {
         Ok(name)
     }
 
-    /// Grants `rules` to a ServiceAccount through a new ClusterRole and binding.
+    /// Grants `rules` to a ServiceAccount through a new ClusterRole and
+    /// binding, in effect when this returns.
     pub async fn grant_cluster_role(
         &self,
         admin: &Client,
@@ -314,9 +320,6 @@ impl TestEnv {
             .create(&PostParams::default(), &role)
             .await?;
         self.bind_cluster_role(admin, sa_ns, sa_name, &name).await?;
-        if let Some(rule) = role.rules.as_ref().and_then(|r| r.first()) {
-            until_allowed(admin, sa_ns, sa_name, rule, None).await?;
-        }
         Ok(name)
     }
 }
