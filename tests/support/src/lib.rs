@@ -25,7 +25,7 @@ pub mod recorder;
 pub mod steady;
 
 pub use fixtures::{UNINITIALIZED, ingress_ips, kubelet_node, lb_service, proto_service};
-pub use poll::{DEADLINE, INTERVAL, eventually, eventually_within, poll_until, wait_until};
+pub use poll::{DEADLINE, eventually, eventually_within, poll_until, wait_until};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -245,8 +245,7 @@ impl TestEnv {
     }
 
     /// Binds the existing ClusterRole `role` (such as a bootstrap role) to
-    /// a ServiceAccount, and waits until the binding is in effect
-    /// ([`until_allowed`]).
+    /// a ServiceAccount, in effect when this returns.
     pub async fn bind_cluster_role(
         &self,
         admin: &Client,
@@ -254,31 +253,8 @@ impl TestEnv {
         sa_name: &str,
         role: &str,
     ) -> anyhow::Result<()> {
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(unique_name(sa_name)),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: role.into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "ServiceAccount".into(),
-                name: sa_name.into(),
-                namespace: Some(sa_ns.into()),
-                ..Default::default()
-            }]),
-        };
-        Api::<ClusterRoleBinding>::all(admin.clone())
-            .create(&PostParams::default(), &binding)
-            .await?;
-        let granted = Api::<ClusterRole>::all(admin.clone()).get(role).await?;
-        if let Some(rule) = granted.rules.as_ref().and_then(|r| r.first()) {
-            until_allowed(admin, sa_ns, sa_name, rule, None).await?;
-        }
-        Ok(())
+        let role = Api::<ClusterRole>::all(admin.clone()).get(role).await?;
+        bind(admin, sa_ns, sa_name, &role).await
     }
 
     /// Creates a namespace with a unique name. Namespaces are never deleted:
@@ -316,11 +292,45 @@ impl TestEnv {
             rules: Some(rules),
             ..Default::default()
         };
-        Api::<ClusterRole>::all(admin.clone())
+        let role = Api::<ClusterRole>::all(admin.clone())
             .create(&PostParams::default(), &role)
             .await?;
-        self.bind_cluster_role(admin, sa_ns, sa_name, &name).await?;
+        bind(admin, sa_ns, sa_name, &role).await?;
         Ok(name)
+    }
+}
+
+/// Binds `role` to the ServiceAccount `sa_ns/sa_name` and waits until the
+/// binding is in effect ([`until_allowed`] its first rule).
+async fn bind(
+    admin: &Client,
+    sa_ns: &str,
+    sa_name: &str,
+    role: &ClusterRole,
+) -> anyhow::Result<()> {
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(unique_name(sa_name)),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: role.metadata.name.clone().unwrap_or_default(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: sa_name.into(),
+            namespace: Some(sa_ns.into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
+    match role.rules.as_ref().and_then(|r| r.first()) {
+        Some(rule) => until_allowed(admin, sa_ns, sa_name, rule, None).await,
+        None => Ok(()),
     }
 }
 
@@ -375,18 +385,20 @@ pub async fn until_allowed(
         ..Default::default()
     };
     let reviews = Api::<SubjectAccessReview>::all(admin.clone());
-    let what = format!("{sa_ns}/{sa_name} to be allowed {rule:?}");
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let answer = reviews.create(&PostParams::default(), &review).await?;
-        if answer.status.is_some_and(|s| s.allowed) {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!("timed out after {DEADLINE:?} waiting for {what}");
-        }
-        tokio::time::sleep(INTERVAL).await;
+    let allowed = poll_until(
+        DEADLINE,
+        poll::INTERVAL,
+        || async {
+            let answer = reviews.create(&PostParams::default(), &review).await?;
+            Ok::<_, kube::Error>(answer.status.is_some_and(|s| s.allowed))
+        },
+        |r| !matches!(r, Ok(false)),
+    )
+    .await?;
+    if !allowed {
+        bail!("timed out after {DEADLINE:?} waiting for {sa_ns}/{sa_name} to be allowed {rule:?}");
     }
+    Ok(())
 }
 
 /// A DNS-1123 name unique within this test run: prefix, process id, counter
